@@ -1,0 +1,103 @@
+// Per-allocation access tracking (DESIGN.md invariant 6): any number of
+// readers or one writer per overlapping byte range, with an optional FIFO
+// wait queue so a writer is not starved by a stream of readers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace xrtio::detail {
+
+enum class access_mode : std::uint8_t { read, write };
+enum class holder_kind : std::uint8_t { host, run, retained };
+
+class access_tracker;
+
+/// Told (under the tracker's lock, so it must only flag and wake) that a
+/// range it waits for may have become free.
+struct access_listener {
+  virtual void access_released() noexcept = 0;
+
+ protected:
+  ~access_listener() = default;
+};
+
+/// One range of one allocation that a host operation or run needs.
+struct access_request {
+  access_tracker* tracker = nullptr;
+  std::size_t begin = 0, end = 0;  // absolute, within the root allocation
+  access_mode mode = access_mode::write;
+  std::uint64_t id = 0;  // set on success: the lease to release
+};
+
+/// What a queued request waits with: its place in line and who to tell.
+struct access_waiter {
+  const void* owner = nullptr;
+  std::uint64_t seq = 0;  // global FIFO order, from next_wait_seq()
+  access_listener* listener = nullptr;
+};
+
+enum class acquire_status { acquired, conflict, retained, queued };
+
+class access_tracker {
+ public:
+  access_tracker();
+  access_tracker(const access_tracker&) = delete;
+  access_tracker& operator=(const access_tracker&) = delete;
+
+  /// All-or-nothing acquisition of `reqs` (any trackers, any order; trackers
+  /// are locked in address order). On success every request's id is set.
+  /// Without a waiter a conflict returns `conflict` (or `retained` when the
+  /// blocking range belongs to a retained run) and describes both ranges in
+  /// *why. With a waiter the request is queued in every tracker it touches
+  /// and `queued` returned; call again with the same waiter to retry (it then
+  /// only yields to waiters queued before it).
+  static acquire_status acquire(std::span<access_request> reqs, holder_kind holder, std::string* why,
+                                const access_waiter* waiter = nullptr);
+
+  /// Removes a queued request from every tracker it waits in.
+  static void withdraw(std::span<access_request> reqs, const void* owner) noexcept;
+
+  static std::uint64_t next_wait_seq() noexcept;
+
+  void release(std::uint64_t id) noexcept;
+  /// Keeps the lease for good and makes later conflicts report `retained`.
+  void mark_retained(std::uint64_t id) noexcept;
+
+  /// Entries and waiters now held (tests, diagnostics).
+  std::size_t active_count() const;
+  std::size_t waiting_count() const;
+
+ private:
+  struct entry {
+    std::uint64_t id;
+    std::size_t begin, end;
+    access_mode mode;
+    holder_kind holder;
+  };
+  struct waiter {
+    std::uint64_t seq;
+    const void* owner;
+    access_listener* listener;
+    std::size_t begin, end;
+    access_mode mode;
+  };
+
+  mutable std::mutex mutex_;
+  std::vector<entry> active_;
+  std::vector<waiter> waiting_;  // ascending seq
+  std::uint64_t next_id_ = 1;
+
+  static bool overlaps(std::size_t b1, std::size_t e1, std::size_t b2, std::size_t e2) noexcept {
+    return b1 < e2 && b2 < e1;
+  }
+  static bool conflicts(access_mode a, access_mode b) noexcept {
+    return a == access_mode::write || b == access_mode::write;
+  }
+};
+
+}  // namespace xrtio::detail

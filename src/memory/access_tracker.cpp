@@ -1,0 +1,155 @@
+#include "xrtio/detail/access_tracker.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdio>
+
+namespace xrtio::detail {
+namespace {
+const char* mode_name(access_mode m) { return m == access_mode::read ? "read" : "write"; }
+const char* holder_name(holder_kind h) {
+  switch (h) {
+    case holder_kind::host: return "a host operation";
+    case holder_kind::run: return "an in-flight run";
+    case holder_kind::retained: return "a run retained after a refused abort";
+  }
+  return "?";
+}
+std::string describe(const void* alloc, std::size_t b, std::size_t e, access_mode m, std::size_t ob,
+                     std::size_t oe, access_mode om, const char* who) {
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "range [%zu, %zu) (%s) of allocation %p conflicts with range [%zu, %zu) (%s) held by %s", b, e,
+                mode_name(m), alloc, ob, oe, mode_name(om), who);
+  return text;
+}
+
+// The distinct trackers of a request set, in address order (the lock order).
+struct tracker_set {
+  std::array<access_tracker*, 130> items;
+  std::size_t count = 0;
+  explicit tracker_set(std::span<access_request> reqs) {
+    for (auto& r : reqs) {
+      if (std::find(items.begin(), items.begin() + count, r.tracker) == items.begin() + count)
+        items[count++] = r.tracker;
+    }
+    std::sort(items.begin(), items.begin() + count, std::less<access_tracker*>{});
+  }
+};
+std::atomic<std::uint64_t> wait_seq{1};
+}  // namespace
+
+access_tracker::access_tracker() { active_.reserve(8); }
+
+std::uint64_t access_tracker::next_wait_seq() noexcept { return wait_seq.fetch_add(1, std::memory_order_relaxed); }
+
+acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_kind holder, std::string* why,
+                                       const access_waiter* w) {
+  tracker_set set(reqs);
+  for (std::size_t i = 0; i < set.count; ++i) set.items[i]->mutex_.lock();
+  auto unlock_all = [&] {
+    for (std::size_t i = set.count; i-- > 0;) set.items[i]->mutex_.unlock();
+  };
+
+  // Check every request against what is held and what queued before it.
+  acquire_status result = acquire_status::acquired;
+  for (auto& r : reqs) {
+    auto* t = r.tracker;
+    for (auto& e : t->active_) {
+      if (overlaps(r.begin, r.end, e.begin, e.end) && conflicts(r.mode, e.mode)) {
+        result = e.holder == holder_kind::retained ? acquire_status::retained : acquire_status::conflict;
+        if (why) *why = describe(t, r.begin, r.end, r.mode, e.begin, e.end, e.mode, holder_name(e.holder));
+        break;
+      }
+    }
+    if (result != acquire_status::acquired) break;
+    // FIFO: yield to overlapping requests queued earlier (all of them for a
+    // newcomer), so a writer is not starved by a stream of readers.
+    for (auto& q : t->waiting_) {
+      if (w && (q.owner == w->owner || q.seq >= w->seq)) continue;
+      if (overlaps(r.begin, r.end, q.begin, q.end) && conflicts(r.mode, q.mode)) {
+        result = acquire_status::conflict;
+        if (why) *why = describe(t, r.begin, r.end, r.mode, q.begin, q.end, q.mode, "a run queued before it");
+        break;
+      }
+    }
+    if (result != acquire_status::acquired) break;
+  }
+
+  if (result == acquire_status::acquired) {
+    for (auto& r : reqs) {
+      auto* t = r.tracker;
+      r.id = t->next_id_++;
+      t->active_.push_back(entry{r.id, r.begin, r.end, r.mode, holder});
+    }
+    if (w) {
+      for (std::size_t i = 0; i < set.count; ++i) {
+        auto& q = set.items[i]->waiting_;
+        q.erase(std::remove_if(q.begin(), q.end(), [&](const waiter& x) { return x.owner == w->owner; }), q.end());
+      }
+    }
+  } else if (w && result == acquire_status::conflict) {
+    // Queue (once) in every tracker touched, keeping ascending seq order.
+    for (auto& r : reqs) {
+      auto& q = r.tracker->waiting_;
+      bool present = std::any_of(q.begin(), q.end(), [&](const waiter& x) {
+        return x.owner == w->owner && x.begin == r.begin && x.end == r.end && x.mode == r.mode;
+      });
+      if (present) continue;
+      waiter nw{w->seq, w->owner, w->listener, r.begin, r.end, r.mode};
+      q.insert(std::upper_bound(q.begin(), q.end(), nw.seq, [](std::uint64_t s, const waiter& x) { return s < x.seq; }),
+               nw);
+    }
+    result = acquire_status::queued;
+  }
+  unlock_all();
+  return result;
+}
+
+void access_tracker::withdraw(std::span<access_request> reqs, const void* owner) noexcept {
+  tracker_set set(reqs);
+  for (std::size_t i = 0; i < set.count; ++i) {
+    auto* t = set.items[i];
+    std::lock_guard lock(t->mutex_);
+    auto& q = t->waiting_;
+    q.erase(std::remove_if(q.begin(), q.end(), [&](const waiter& x) { return x.owner == owner; }), q.end());
+    // A withdrawn waiter may have been holding back those behind it.
+    access_listener* last = nullptr;
+    for (auto& x : q)
+      if (x.listener != last) (last = x.listener)->access_released();
+  }
+}
+
+void access_tracker::release(std::uint64_t id) noexcept {
+  std::lock_guard lock(mutex_);
+  for (std::size_t i = 0; i < active_.size(); ++i) {
+    if (active_[i].id == id) {
+      active_[i] = active_.back();
+      active_.pop_back();
+      break;
+    }
+  }
+  // Under the lock: a listener withdraws its waiters (taking this lock)
+  // before it goes away, so it is alive here.
+  access_listener* last = nullptr;
+  for (auto& x : waiting_)
+    if (x.listener != last) (last = x.listener)->access_released();
+}
+
+void access_tracker::mark_retained(std::uint64_t id) noexcept {
+  std::lock_guard lock(mutex_);
+  for (auto& e : active_)
+    if (e.id == id) e.holder = holder_kind::retained;
+}
+
+std::size_t access_tracker::active_count() const {
+  std::lock_guard lock(mutex_);
+  return active_.size();
+}
+std::size_t access_tracker::waiting_count() const {
+  std::lock_guard lock(mutex_);
+  return waiting_.size();
+}
+
+}  // namespace xrtio::detail
