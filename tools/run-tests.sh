@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds xrtio and runs every test through CTest.
+#   tools/run-tests.sh [build-dir]   (XRTIO_SANITIZE=address|thread for sanitizer builds)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/install-deps.sh
+dir=${1:-build}
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXRTIO_SANITIZE="${XRTIO_SANITIZE:-}"
+cmake --build "$dir" -j"$(nproc)"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+cd "$dir" && ctest --output-on-failure -j"$(nproc)" --timeout 600
