@@ -17,9 +17,12 @@
 namespace xrtio {
 
 class kernel;
+class runtime;
 
 namespace detail {
+class reactor;
 struct context_state {
+  std::shared_ptr<detail::reactor> bound_reactor;  // set by context::bind; else the default runtime
   std::shared_ptr<backend::native_device> device;
   std::optional<memory_budget> budget;
   std::mutex kernels_mutex;
@@ -63,6 +66,11 @@ class context {
   xrtio::kernel kernel(const std::string& name);
 
   std::optional<memory_budget> budget() const;
+
+  /// Runs of this context's kernels complete through `rt` (unless
+  /// run_options::runtime says otherwise). Not thread-safe against runs being
+  /// started concurrently; bind once, before use.
+  void bind(runtime& rt);
   backend::native_device& native() const noexcept { return *state_->device; }
   const std::shared_ptr<detail::context_state>& state() const noexcept { return state_; }
   explicit operator bool() const noexcept { return state_ != nullptr; }

@@ -15,6 +15,7 @@
 #include "xrtio/buffer.hpp"
 #include "xrtio/context.hpp"
 #include "xrtio/run_state.hpp"
+#include "xrtio/runtime.hpp"
 
 namespace xrtio {
 
@@ -46,6 +47,9 @@ struct run_options {
   /// Allow buffers of other contexts on the same physical device. The caller
   /// vouches that each buffer's memory bank suits its argument (XRT does not check).
   bool cross_context = false;
+  /// The runtime whose reactor completes the run (async_run); null = the
+  /// context's (context::bind), else default_runtime().
+  xrtio::runtime* runtime = nullptr;
 };
 
 /// What a finished run reports. `state` is always the real final ERT state.
@@ -148,12 +152,20 @@ constexpr std::size_t buffer_arg_count() {
 
 }  // namespace detail
 
+class run_handle;
+namespace detail {
+/// xrtio::start's body: validates, leases, submits. Returns the handle itself
+/// (not a unique_ptr<run_handle::impl>, whose destructor would need the
+/// incomplete impl in every caller of start).
+run_handle make_sync_run(const kernel& k, std::vector<arg_slot> slots, std::size_t given, const run_options& options);
+}  // namespace detail
+
 /// A run started with xrtio::start: holds every lease and buffer until the
 /// run is final. Destroying a handle that was never waited aborts the run; a
 /// refused abort retains it (invariant 5).
 class run_handle {
  public:
-  run_handle() = default;
+  run_handle() noexcept;  // out of line: unique_ptr<impl> needs the complete impl
   run_handle(run_handle&&) noexcept;
   run_handle& operator=(run_handle&&) noexcept;
   ~run_handle();
@@ -175,8 +187,8 @@ class run_handle {
   struct impl;
 
  private:
-  template <class... Args>
-  friend run_handle start(const kernel& k, Args&&... args);
+  friend run_handle detail::make_sync_run(const kernel& k, std::vector<detail::arg_slot> slots, std::size_t given,
+                                          const run_options& options);
   explicit run_handle(std::unique_ptr<impl> p) noexcept;
   std::unique_ptr<impl> impl_;
 };
@@ -186,8 +198,6 @@ struct sync_run_storage {
   std::vector<arg_slot> slots;
   std::vector<access_request> reqs;
 };
-std::unique_ptr<run_handle::impl> make_sync_run(const kernel& k, std::vector<arg_slot> slots, std::size_t given,
-                                                const run_options& options);
 }  // namespace detail
 
 /// Starts `k` with `args` (buffers, in/out/inout buffers, scalars), optionally
@@ -209,7 +219,7 @@ run_handle start(const kernel& k, Args&&... args) {
     }
   };
   (one(std::forward<Args>(args)), ...);
-  return run_handle(detail::make_sync_run(k, std::move(slots), given, options));
+  return detail::make_sync_run(k, std::move(slots), given, options);
 }
 
 }  // namespace xrtio

@@ -1,0 +1,365 @@
+// The asynchronous run operation: what async_run allocates (from the
+// handler's associated allocator) and the reactor drives.
+#pragma once
+
+#include <asio/associated_allocator.hpp>
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/cancellation_type.hpp>
+#include <asio/execution.hpp>
+#include <asio/execution_context.hpp>
+#include <asio/post.hpp>
+#include <asio/prefer.hpp>
+#include <asio/require.hpp>
+#include <asio/query.hpp>
+#include <asio/recycling_allocator.hpp>
+#include <asio/bind_allocator.hpp>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "xrtio/detail/abort_ticket.hpp"
+#include "xrtio/run.hpp"
+
+namespace xrtio::detail {
+
+class run_op_base;
+
+/// Per execution context: the runs whose handlers will run there, so that
+/// destroying the context (io_context with a run pending) destroys their
+/// handlers without invoking them, while the reactor keeps their leases and
+/// native runs until the device lets go (invariant 2).
+struct completion_registry {
+  std::mutex mutex;
+  std::condition_variable idle;
+  run_op_base* head = nullptr;
+  unsigned posting = 0;
+  bool shut_down = false;
+
+  void add(run_op_base* op) noexcept;
+  void remove(run_op_base* op) noexcept;
+};
+
+class completion_service : public asio::execution_context::service {
+ public:
+  using key_type = completion_service;
+  static inline asio::execution_context::id id;
+  explicit completion_service(asio::execution_context& ctx)
+      : asio::execution_context::service(ctx), registry_(std::make_shared<completion_registry>()) {}
+  const std::shared_ptr<completion_registry>& registry() const noexcept { return registry_; }
+
+ private:
+  void shutdown() override;
+  std::shared_ptr<completion_registry> registry_;
+};
+
+class run_op_base {
+ public:
+  enum class phase : std::uint8_t { waiting, on_device, aborting, finished };
+  enum class abort_reason : std::uint8_t { none, timeout, cancel, shutdown };
+  enum life_state : int { pending = 0, posted = 1, orphaned = 2 };
+
+  struct vtable {
+    bool (*same_executor)(const run_op_base*, const run_op_base*) noexcept;
+    void (*post_batch)(run_op_base* head) noexcept;  // head->batch_next... all same type and executor
+    void (*destroy_handler)(run_op_base*) noexcept;  // orphaned: handler and work, not the op
+    void (*free)(run_op_base*) noexcept;             // orphaned and finished: the op's storage
+  };
+
+  run_op_base(const vtable* vt, xrtio::kernel k, std::span<arg_slot> s, std::span<access_request> r) noexcept
+      : core(std::move(k), s, r), vt_(vt) {}
+
+  run_core core;
+  run_options options;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::atomic<unsigned> cancel_bits{0};
+  std::atomic<int> life{pending};
+  phase ph = phase::on_device;
+  abort_reason reason = abort_reason::none;
+  access_waiter waiter{};
+  std::shared_ptr<abort_ticket> ticket;
+  std::chrono::steady_clock::time_point abort_deadline{};
+  std::error_code ec;
+  run_result result;
+  std::shared_ptr<reactor> rx;  // keeps the reactor alive for the cancellation handler
+
+  run_op_base* next = nullptr;        // reactor lists
+  run_op_base* batch_next = nullptr;  // completion batches
+  std::shared_ptr<completion_registry> registry;
+  run_op_base* reg_prev = nullptr;
+  run_op_base* reg_next = nullptr;
+
+  const vtable& vt() const noexcept { return *vt_; }
+
+ private:
+  const vtable* vt_;
+};
+
+inline void completion_registry::add(run_op_base* op) noexcept {
+  std::lock_guard lock(mutex);
+  op->reg_prev = nullptr;
+  op->reg_next = head;
+  if (head) head->reg_prev = op;
+  head = op;
+}
+
+inline void completion_registry::remove(run_op_base* op) noexcept {
+  std::lock_guard lock(mutex);
+  if (op->reg_prev) op->reg_prev->reg_next = op->reg_next;
+  else if (head == op) head = op->reg_next;
+  if (op->reg_next) op->reg_next->reg_prev = op->reg_prev;
+  op->reg_prev = op->reg_next = nullptr;
+}
+
+inline void completion_service::shutdown() {
+  run_op_base* orphans = nullptr;
+  {
+    std::unique_lock lock(registry_->mutex);
+    registry_->shut_down = true;
+    for (auto* op = registry_->head; op;) {
+      auto* n = op->reg_next;
+      int expected = run_op_base::pending;
+      if (op->life.compare_exchange_strong(expected, run_op_base::orphaned)) {
+        op->batch_next = orphans;
+        orphans = op;
+      }
+      op->reg_prev = op->reg_next = nullptr;
+      op = n;
+    }
+    registry_->head = nullptr;
+    // A post to this context that is under way must land before it goes.
+    registry_->idle.wait(lock, [&] { return registry_->posting == 0; });
+  }
+  // Outside the lock: destroying a handler may destroy a coroutine frame.
+  while (orphans) {
+    auto* n = orphans->batch_next;
+    orphans->vt().destroy_handler(orphans);
+    orphans = n;
+  }
+}
+
+/// A small inline arena for the executor's wrapper of a completion post, so
+/// posting from the reactor thread allocates nothing.
+template <std::size_t N>
+struct post_arena {
+  alignas(std::max_align_t) unsigned char bytes[N];
+  bool used = false;
+};
+template <class T, std::size_t N>
+struct arena_allocator {
+  using value_type = T;
+  template <class U>
+  struct rebind {
+    using other = arena_allocator<U, N>;
+  };
+  post_arena<N>* arena;
+  explicit arena_allocator(post_arena<N>* a) noexcept : arena(a) {}
+  template <class U>
+  arena_allocator(const arena_allocator<U, N>& o) noexcept : arena(o.arena) {}
+  T* allocate(std::size_t n) {
+    if (!arena->used && n * sizeof(T) <= N && alignof(T) <= alignof(std::max_align_t)) {
+      arena->used = true;
+      return reinterpret_cast<T*>(arena->bytes);
+    }
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t) noexcept {
+    if (reinterpret_cast<unsigned char*>(p) == arena->bytes) arena->used = false;
+    else ::operator delete(p);
+  }
+  template <class U>
+  bool operator==(const arena_allocator<U, N>& o) const noexcept { return arena == o.arena; }
+  template <class U>
+  bool operator!=(const arena_allocator<U, N>& o) const noexcept { return arena != o.arena; }
+};
+
+template <class Handler>
+using op_allocator_t = std::conditional_t<
+    std::is_same_v<asio::associated_allocator_t<Handler>, std::allocator<void>>, asio::recycling_allocator<void>,
+    asio::associated_allocator_t<Handler>>;
+
+template <class Handler>
+op_allocator_t<Handler> op_allocator(const Handler& h) {
+  if constexpr (std::is_same_v<asio::associated_allocator_t<Handler>, std::allocator<void>>)
+    return asio::recycling_allocator<void>();
+  else
+    return asio::get_associated_allocator(h);
+}
+
+template <class Handler, std::size_t NSlots, std::size_t NReqs>
+class run_op final : public run_op_base {
+ public:
+  using handler_executor = asio::associated_executor_t<Handler, asio::system_executor>;
+  using work_executor =
+      std::decay_t<decltype(asio::prefer(std::declval<handler_executor>(), asio::execution::outstanding_work.tracked))>;
+  using alloc_type = typename std::allocator_traits<op_allocator_t<Handler>>::template rebind_alloc<run_op>;
+  static constexpr std::size_t arena_size = 128;
+
+  run_op(Handler&& h, xrtio::kernel k)
+      : run_op_base(&table, std::move(k), slots_, reqs_),
+        work_(asio::prefer(asio::get_associated_executor(h, asio::system_executor()),
+                           asio::execution::outstanding_work.tracked)),
+        alloc_(op_allocator(h)),
+        handler_(std::move(h)) {}
+
+  std::array<arg_slot, NSlots>& slots() noexcept { return slots_; }
+  Handler& handler() noexcept { return *handler_; }
+  const work_executor& executor() const noexcept { return *work_; }
+
+  static run_op* create(Handler&& h, xrtio::kernel k) {
+    op_allocator_t<Handler> base_alloc = op_allocator(h);
+    alloc_type a(base_alloc);
+    run_op* p = std::allocator_traits<alloc_type>::allocate(a, 1);
+    try {
+      return new (p) run_op(std::move(h), std::move(k));
+    } catch (...) {
+      std::allocator_traits<alloc_type>::deallocate(a, p, 1);
+      throw;
+    }
+  }
+
+  /// Frees the op's storage through its allocator.
+  static void destroy(run_op* o) noexcept {
+    alloc_type a(std::move(o->alloc_));
+    o->~run_op();
+    std::allocator_traits<alloc_type>::deallocate(a, o, 1);
+  }
+
+ private:
+  static bool same_executor(const run_op_base* a, const run_op_base* b) noexcept {
+    if (&a->vt() != &b->vt()) return false;
+    return *static_cast<const run_op*>(a)->work_ == *static_cast<const run_op*>(b)->work_;
+  }
+
+  // Invoked on the handler's executor: free the op first (Asio's rule,
+  // invariant 1), then call the handler, then drop the outstanding work.
+  static void finish(run_op* o) {
+    if (o->registry) o->registry->remove(o);
+    auto slot = asio::get_associated_cancellation_slot(*o->handler_);
+    if (slot.is_connected()) slot.clear();
+    Handler h(std::move(*o->handler_));
+    work_executor w(std::move(*o->work_));
+    std::error_code ec = o->ec;
+    run_result r = o->result;
+    destroy(o);
+    std::move(h)(ec, r);
+    (void)w;
+  }
+
+  struct batch_fn {
+    run_op* head;
+    explicit batch_fn(run_op* h) noexcept : head(h) {}
+    batch_fn(batch_fn&& o) noexcept : head(std::exchange(o.head, nullptr)) {}
+    batch_fn& operator=(batch_fn&&) = delete;
+    ~batch_fn() {
+      // Destroyed without running (the executor's context shut down):
+      // destroy the handlers unrun and free the ops.
+      while (head) {
+        auto* n = static_cast<run_op*>(head->batch_next);
+        if (head->registry) head->registry->remove(head);
+        destroy(head);
+        head = n;
+      }
+    }
+    void operator()() {
+      // Each handler in turn; if one throws, the rest stay in `head` and are
+      // re-posted by the destructor path? No: they must still run exactly
+      // once, so post them again before the exception leaves.
+      while (head) {
+        auto* o = head;
+        head = static_cast<run_op*>(o->batch_next);
+        struct repost {
+          batch_fn* self;
+          ~repost() {
+            if (std::uncaught_exceptions() && self->head) {
+              auto* h = self->head;
+              self->head = nullptr;
+              post_batch(h);
+            }
+          }
+        } guard{this};
+        finish(o);
+      }
+    }
+  };
+
+  static void post_batch(run_op_base* base) noexcept {
+    auto* head = static_cast<run_op*>(base);
+    auto reg = head->registry;
+    // Ops whose context is going away are freed here instead (their
+    // handlers were destroyed by the completion service).
+    run_op* live = nullptr;
+    run_op** tail = &live;
+    if (reg) {
+      std::unique_lock lock(reg->mutex);
+      for (auto* o = head; o;) {
+        auto* n = static_cast<run_op*>(o->batch_next);
+        int expected = pending;
+        if (o->life.compare_exchange_strong(expected, posted)) {
+          *tail = o;
+          tail = reinterpret_cast<run_op**>(&o->batch_next);
+        } else {
+          o->batch_next = nullptr;
+          destroy(o);  // orphaned: its handler is gone already
+        }
+        o = n;
+      }
+      *tail = nullptr;
+      if (!live) return;
+      ++reg->posting;
+    } else {
+      live = head;
+    }
+    auto ex = *live->work_;
+    auto* arena = &live->arena_;
+    try {
+      // What asio::post does, minus its work_dispatcher hop: never blocking,
+      // a fork, storage from the op's arena (no allocation).
+      asio::execution::execute(
+          asio::prefer(asio::require(ex, asio::execution::blocking.never), asio::execution::relationship.fork,
+                       asio::execution::allocator(arena_allocator<void, arena_size>(arena))),
+          batch_fn(live));
+    } catch (...) {
+      // Posting failed (out of memory): batch_fn's destructor destroyed the
+      // handlers; nothing else can be done without breaking invariant 2.
+    }
+    if (reg) {
+      std::lock_guard lock(reg->mutex);
+      if (--reg->posting == 0) reg->idle.notify_all();
+    }
+  }
+
+  static void destroy_handler(run_op_base* base) noexcept {
+    auto* o = static_cast<run_op*>(base);
+    o->handler_.reset();
+    o->work_.reset();
+  }
+  static void free_op(run_op_base* base) noexcept { destroy(static_cast<run_op*>(base)); }
+
+  static inline const vtable table{&same_executor, &post_batch, &destroy_handler, &free_op};
+
+  std::array<arg_slot, NSlots> slots_{};
+  std::array<access_request, NReqs == 0 ? 1 : NReqs> reqs_{};
+  std::optional<work_executor> work_;
+  op_allocator_t<Handler> alloc_;
+  std::optional<Handler> handler_;
+  post_arena<arena_size> arena_;
+};
+
+/// The reactor's entry points (src/reactor/reactor.cpp).
+std::shared_ptr<reactor> reactor_for(const xrtio::kernel& k, const run_options& o);
+/// Hands a validated op to the reactor: leases, start, polling. Never
+/// completes the op inline.
+void reactor_submit(reactor& r, run_op_base* op) noexcept;
+/// Completes `op` with `ec` through the reactor (never inline).
+void reactor_reject(reactor& r, run_op_base* op, std::error_code ec) noexcept;
+void reactor_cancel(reactor& r, run_op_base* op, asio::cancellation_type t) noexcept;
+
+struct cancel_handler {
+  run_op_base* op;
+  void operator()(asio::cancellation_type t) const noexcept { reactor_cancel(*op->rx, op, t); }
+};
+
+}  // namespace xrtio::detail

@@ -1,0 +1,79 @@
+// The completion reactor (DESIGN.md, "The reactor"): one thread per runtime
+// that polls in-flight runs, enforces deadlines, runs aborts off its loop and
+// hands completions to executors in batches.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+namespace xrtio {
+
+namespace detail {
+class reactor;
+}
+
+struct runtime_options {
+  /// Keep polling without sleeping for this long after the last activity.
+  std::chrono::nanoseconds spin_window = std::chrono::microseconds(20);
+  /// Longest sleep between polls while runs are in flight on a device that
+  /// offers no completion event (and a safety net when it does).
+  std::chrono::nanoseconds max_poll_interval = std::chrono::milliseconds(1);
+  /// Timer slack of the reactor thread (PR_SET_TIMERSLACK): sleeps end this
+  /// close to their deadline.
+  std::chrono::nanoseconds timer_slack = std::chrono::microseconds(1);
+  /// An abort that has not finished after this long retains the run (invariant 5).
+  std::chrono::nanoseconds abort_grace = std::chrono::seconds(1);
+  /// How long the runtime's destructor waits for in-flight runs to reach a
+  /// final state (after aborting them) before retaining the rest.
+  std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(2);
+  /// Fallback for backends whose state() alone does not advance: every
+  /// refresh_interval, one bounded wait_for(refresh_wait) on the oldest run. 0 = off.
+  std::chrono::nanoseconds refresh_interval{0};
+  std::chrono::nanoseconds refresh_wait = std::chrono::milliseconds(1);
+  /// Most completions handed to one executor in one batch.
+  unsigned max_batch = 64;
+  /// Wait on an io_uring ring (else eventfd + ppoll). Falls back by itself
+  /// when io_uring is unavailable.
+  bool use_io_uring = true;
+};
+
+struct runtime_stats {
+  std::uint64_t submitted = 0;  ///< runs handed to the reactor
+  std::uint64_t completed = 0;  ///< final state COMPLETED
+  std::uint64_t failed = 0;     ///< any other final state, or rejected at submission
+  std::uint64_t timed_out = 0;  ///< deadline passed, aborted
+  std::uint64_t cancelled = 0;  ///< cancellation slot: withdrawn or aborted
+  std::uint64_t retained = 0;   ///< abort refused or too slow (invariant 5)
+  std::uint64_t in_flight = 0;  ///< now waiting for leases or on the device
+  std::uint64_t polls = 0;      ///< state() calls
+  std::uint64_t wakeups = 0;    ///< wake-ups by submitters or cancellations
+  std::uint64_t sleeps = 0;     ///< times the reactor blocked
+  std::uint64_t batches = 0;    ///< completion batches posted to executors
+  bool io_uring = false;        ///< the wait primitive is io_uring (else eventfd + ppoll)
+};
+
+/// Owns one reactor thread. Destroying it aborts what is in flight, waits up
+/// to shutdown_grace, retains the rest, and never hangs. Runs find their
+/// runtime through run_options::runtime, else the context's (context::bind),
+/// else default_runtime().
+class runtime {
+ public:
+  explicit runtime(runtime_options options = {});
+  ~runtime();
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  runtime_stats stats() const noexcept;
+  const runtime_options& options() const noexcept;
+  const std::shared_ptr<detail::reactor>& reactor() const noexcept { return reactor_; }
+
+ private:
+  std::shared_ptr<detail::reactor> reactor_;
+};
+
+/// A process-wide runtime made on first use with default options, never
+/// destroyed (its thread sleeps with no timer while idle).
+runtime& default_runtime();
+
+}  // namespace xrtio
