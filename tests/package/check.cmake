@@ -1,0 +1,22 @@
+# Installs the built xrtio into a scratch prefix, then configures, builds and
+# runs a separate project that finds it with find_package(xrtio).
+set(prefix "${BIN}/package-test/prefix")
+file(REMOVE_RECURSE "${BIN}/package-test")
+execute_process(COMMAND ${CMAKE_COMMAND} --install "${BIN}" --prefix "${prefix}" RESULT_VARIABLE r)
+if(r)
+  message(FATAL_ERROR "install failed: ${r}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${SRC}/tests/package" -B "${BIN}/package-test/build"
+  -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_FLAGS=${FLAGS} -DCMAKE_EXE_LINKER_FLAGS=${FLAGS} RESULT_VARIABLE r)
+if(r)
+  message(FATAL_ERROR "configure of the consumer failed: ${r}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build "${BIN}/package-test/build" RESULT_VARIABLE r)
+if(r)
+  message(FATAL_ERROR "build of the consumer failed: ${r}")
+endif()
+execute_process(COMMAND "${BIN}/package-test/build/consumer" RESULT_VARIABLE r OUTPUT_VARIABLE out)
+message(STATUS "consumer printed: ${out}")
+if(r)
+  message(FATAL_ERROR "consumer failed: ${r}")
+endif()

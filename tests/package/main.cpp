@@ -1,0 +1,14 @@
+// Built against an installed xrtio by find_package: proves the package config.
+#include <xrtio/xrtio.hpp>
+#include <cstdio>
+int main() {
+  auto ctx = xrtio::sim::open();
+  auto a = ctx.alloc(16), b = ctx.alloc(16), c = ctx.alloc(16);
+  std::uint32_t va[4] = {1, 2, 3, 4}, vb[4] = {10, 20, 30, 40}, vc[4] = {};
+  a.write(std::span<const std::uint32_t>(va));
+  b.write(std::span<const std::uint32_t>(vb));
+  xrtio::start(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{4}).wait();
+  c.read(std::span<std::uint32_t>(vc));
+  std::printf("%u %u %u %u\n", vc[0], vc[1], vc[2], vc[3]);
+  return vc[3] == 44 ? 0 : 1;
+}
