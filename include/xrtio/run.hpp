@@ -210,7 +210,7 @@ run_handle start(const kernel& k, Args&&... args) {
   run_options options;
   slots.reserve(sizeof...(Args));
   std::size_t given = 0;
-  auto one = [&](auto&& a) {
+  [[maybe_unused]] auto one = [&](auto&& a) {  // unused for a kernel without arguments
     if constexpr (std::is_same_v<std::remove_cvref_t<decltype(a)>, run_options>) {
       options = a;
     } else {

@@ -194,8 +194,8 @@ struct run_handle::impl {
 };
 
 namespace detail {
-std::unique_ptr<run_handle::impl> make_sync_run(const kernel& k, std::vector<arg_slot> slots, std::size_t given,
-                                                const run_options& options) {
+run_handle make_sync_run(const kernel& k, std::vector<arg_slot> slots, std::size_t given,
+                         const run_options& options) {
   auto p = std::make_unique<run_handle::impl>(k, std::move(slots));
   p->core.validate(given, options);
   std::string why;
@@ -207,10 +207,11 @@ std::unique_ptr<run_handle::impl> make_sync_run(const kernel& k, std::vector<arg
     p->core.release();  // never submitted: nothing on the device
     throw;
   }
-  return p;
+  return run_handle(std::move(p));
 }
 }  // namespace detail
 
+run_handle::run_handle() noexcept = default;
 run_handle::run_handle(std::unique_ptr<impl> p) noexcept : impl_(std::move(p)) {}
 run_handle::run_handle(run_handle&&) noexcept = default;
 
