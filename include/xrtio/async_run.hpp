@@ -50,6 +50,13 @@ auto async_run_unpack(const xrtio::kernel& k, const run_options& o, Tuple&& t, s
       initiate_run{}, std::get<n - 1>(t), k, o, std::get<I>(std::forward<Tuple>(t))...);
 }
 
+template <class... Ts>
+constexpr bool options_before_token() {
+  constexpr std::size_t n = sizeof...(Ts);
+  if constexpr (n < 2) return false;
+  else return std::is_same_v<std::remove_cvref_t<std::tuple_element_t<n - 2, std::tuple<Ts...>>>, run_options>;
+}
+
 }  // namespace detail
 
 /// Runs `k` with `args` (buffers, in()/out()/inout() buffers, scalars),
@@ -76,8 +83,7 @@ template <class... Ts>
 auto async_run(const kernel& k, Ts&&... ts) {
   constexpr std::size_t n = sizeof...(Ts);
   static_assert(n >= 1, "async_run needs a completion token");
-  using all = std::tuple<Ts...>;
-  if constexpr (n >= 2 && std::is_same_v<std::remove_cvref_t<std::tuple_element_t<n - 2, all>>, run_options>) {
+  if constexpr (detail::options_before_token<Ts...>()) {
     auto t = std::forward_as_tuple(std::forward<Ts>(ts)...);
     run_options o = std::get<n - 2>(t);
     return detail::async_run_unpack(k, o, std::move(t), std::make_index_sequence<n - 2>{});
