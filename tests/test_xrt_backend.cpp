@@ -1,0 +1,591 @@
+// The XRT backend against XRT's own no-op device (XRT-NOTES.md). Every case
+// sets the device up itself (use_noop_device, idempotent) and synthesizes its
+// xclbins with xrtio-mkxclbin, so each runs alone under CTest.
+//
+// Not testable here — the no-op device completes every run after a fixed
+// delay, never executes the kernel, ignores wait() timeouts and turns
+// abort() into "wait until completed" — so these are covered only on the
+// simulator (tests/test_sim.cpp, tests/test_sync_run.cpp, the reactor
+// suites), and listed in docs/TOOLS.md:
+//   - a refused abort and the retained run (invariant 5);
+//   - a hung run, run_options::timeout / wait(timeout) aborting it (invariant 4);
+//   - final states other than COMPLETED (ERROR, ABORT, TIMEOUT, NORESPONSE...);
+//   - device loss;
+//   - kernel results (the no-op device leaves outputs untouched).
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "xrtio/error.hpp"
+#include "xrtio/run.hpp"
+#include "xrtio/sim.hpp"
+#include "xrtio/xrt.hpp"
+
+using namespace std::chrono_literals;
+namespace xb = xrtio::xrt_backend;
+using xrtio::errc;
+
+namespace {
+
+void setup() { xb::use_noop_device(20us); }
+
+const std::string& scratch() {
+  static const std::string dir = [] {
+    std::string t = "/tmp/xrtio-test-xrt-XXXXXX";
+    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp failed");
+    return t;
+  }();
+  return dir;
+}
+
+std::string shell_quote(const std::string& s) { return "'" + s + "'"; }
+
+// Synthesizes an xclbin from `desc` (empty: the --vadd preset).
+std::string make_xclbin(const std::string& name, const std::string& desc = {}) {
+  std::string out = scratch() + "/" + name + ".xclbin";
+  std::string cmd = std::string(XRTIO_MKXCLBIN) + " ";
+  if (desc.empty()) {
+    cmd += "--vadd";
+  } else {
+    std::string txt = scratch() + "/" + name + ".txt";
+    std::ofstream(txt) << desc;
+    cmd += shell_quote(txt);
+  }
+  cmd += " -o " + shell_quote(out);
+  int rc = std::system(cmd.c_str());
+  REQUIRE_MESSAGE(rc == 0, "xrtio-mkxclbin failed: " << cmd);
+  return out;
+}
+
+const std::string& vadd_path() {
+  static const std::string p = make_xclbin("vadd");
+  return p;
+}
+
+const char* two_kernels = R"(
+bank ddr0 size=256M
+bank ddr1 size=256M
+bank spare size=64M unused
+kernel vadd
+cu vadd_1
+cu vadd_2
+arg a buffer int* ddr0
+arg b buffer int* ddr0
+arg c buffer int* ddr1
+arg n scalar uint 4
+kernel scale
+cu scale_1
+arg in buffer float* ddr1
+arg out buffer float* ddr1
+arg factor scalar float 4
+arg n scalar uint 4
+arg big scalar ulong 8
+)";
+
+xrtio::context open_vadd(std::optional<xrtio::memory_budget> budget = std::nullopt) {
+  setup();
+  return xb::open({.xclbin_path = vadd_path()}, budget);
+}
+
+template <class F>
+errc code_of(F&& f) {
+  try {
+    f();
+  } catch (const xrtio::error& e) {
+    if (e.code().category() == xrtio::error_category()) return static_cast<errc>(e.code().value());
+    FAIL("non-xrtio error code: " << e.what());
+  } catch (const std::exception& e) {
+    FAIL("not an xrtio::error: " << e.what());
+  }
+  return errc{};
+}
+
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
+std::vector<char> slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+std::string write_bytes(const std::string& name, const std::vector<char>& bytes) {
+  std::string p = scratch() + "/" + name;
+  std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("xrt: open loads a synthesized vadd and reports its arguments and group ids") {
+  auto ctx = open_vadd();
+  REQUIRE(ctx);
+  CHECK(ctx.native().kernel_names() == std::vector<std::string>{"vadd"});
+  auto k = ctx.kernel("vadd");
+  REQUIRE(k.args().size() == 4);
+  const char* names[] = {"a", "b", "c", "n"};
+  for (unsigned i = 0; i < 4; ++i) CHECK(k.args()[i].name == names[i]);
+  for (unsigned i = 0; i < 3; ++i) {
+    CHECK(k.args()[i].kind == xrtio::backend::arg_kind::buffer);
+    CHECK(k.args()[i].size == 0);
+    CHECK(k.group_id(i) == 0);
+  }
+  CHECK(k.args()[3].kind == xrtio::backend::arg_kind::scalar);
+  CHECK(k.args()[3].size == 4);
+  auto* dev = dynamic_cast<xb::device*>(&ctx.native());
+  REQUIRE(dev);
+  CHECK(dev->index() == 0);
+  CHECK(dev->xclbin().kernels.size() == 1);
+  CHECK(dev->xclbin().kernels[0].compute_units.size() == 1);
+  CHECK_FALSE(dev->uses_hw_context());  // Debian's XRT 2.13 has no hw_context
+  CHECK(ctx.native().name().find("noop") != std::string::npos);
+}
+
+#ifdef XRTIO_SAMPLE_XCLBIN
+TEST_CASE("xrt: the sample xclbin and the synthesized vadd load and behave the same") {
+  setup();
+  auto mine = xb::open({.xclbin_path = vadd_path()});
+  auto sample = xb::open({.xclbin_path = XRTIO_SAMPLE_XCLBIN});
+  auto km = mine.kernel("vadd"), ks = sample.kernel("vadd");
+  REQUIRE(km.args().size() == ks.args().size());
+  for (unsigned i = 0; i < km.args().size(); ++i) {
+    CHECK(km.args()[i].name == ks.args()[i].name);
+    CHECK(km.args()[i].kind == ks.args()[i].kind);
+    CHECK(km.args()[i].size == ks.args()[i].size);
+    CHECK(km.args()[i].group_id == ks.args()[i].group_id);
+  }
+  auto im = dynamic_cast<xb::device&>(mine.native()).xclbin();
+  auto is = dynamic_cast<xb::device&>(sample.native()).xclbin();
+  REQUIRE(im.kernels.size() == 1);
+  REQUIRE(is.kernels.size() == 1);
+  for (unsigned i = 0; i < 4; ++i) {
+    CHECK(im.kernels[0].args[i].type == is.kernels[0].args[i].type);
+    CHECK(im.kernels[0].args[i].offset == is.kernels[0].args[i].offset);
+    CHECK(im.kernels[0].args[i].port == is.kernels[0].args[i].port);
+  }
+  CHECK(im.kernels[0].compute_units[0].name == is.kernels[0].compute_units[0].name);
+  CHECK(im.kernels[0].compute_units[0].base_address == is.kernels[0].compute_units[0].base_address);
+  REQUIRE(im.banks.size() == is.banks.size());
+  CHECK(im.banks[0].tag == is.banks[0].tag);
+  CHECK(im.banks[0].size_bytes == is.banks[0].size_bytes);
+  CHECK(im.platform == is.platform);
+  for (auto* c : {&mine, &sample}) {
+    auto k = c->kernel("vadd");
+    auto a = c->alloc(4096, {.group_id = k.group_id(0)});
+    auto b = c->alloc(4096, {.group_id = k.group_id(1)});
+    auto out = c->alloc(4096, {.group_id = k.group_id(2)});
+    auto r = xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(out), std::uint32_t{1024}).wait(5s);
+    CHECK(r.state == xrtio::run_state::completed);
+  }
+}
+#endif
+
+TEST_CASE("xrt: buffers map host memory; write and read round-trip") {
+  auto ctx = open_vadd();
+  auto b = ctx.alloc(64 * 1024);
+  std::vector<std::uint32_t> in(16 * 1024), out(16 * 1024);
+  std::iota(in.begin(), in.end(), 7u);
+  b.write(std::span<const std::uint32_t>(in));
+  b.read(std::span<std::uint32_t>(out));
+  CHECK(in == out);
+  b.sync(xrtio::sync_direction::to_device);
+  b.sync(xrtio::sync_direction::from_device, 4096, 4096);
+  CHECK(b.map().size() == 64 * 1024);
+  CHECK(b.state()->native->address() != 0);
+}
+
+TEST_CASE("xrt: sub-buffers are views of their parent's memory") {
+  auto ctx = open_vadd();
+  auto root = ctx.alloc(64 * 1024);
+  auto view = root.sub(8192, 16384);
+  CHECK(view.is_view());
+  CHECK(view.size() == 8192);
+  CHECK(view.offset() == 16384);
+  CHECK(view.state()->native->address() == root.state()->native->address() + 16384);
+  std::vector<std::byte> pattern(8192, std::byte{0x5a});
+  view.write(std::span<const std::byte>(pattern));
+  std::vector<std::byte> back(8192);
+  root.read(std::span<std::byte>(back), 16384);
+  CHECK(back == pattern);
+  auto inner = view.sub(4096, 4096);  // a view of a view: absolute offset 20480
+  CHECK(inner.offset() == 20480);
+  CHECK(inner.state()->native->address() == root.state()->native->address() + 20480);
+  CHECK(code_of([&] { (void)root.sub(8192, 60 * 1024); }) == errc::out_of_range);
+  CHECK(code_of([&] { (void)root.sub(0, 0); }) == errc::invalid_size);
+  // A view keeps the root alive.
+  root = {};
+  std::vector<std::byte> again(4096);
+  inner.read(std::span<std::byte>(again));
+  CHECK(again == std::vector<std::byte>(4096, std::byte{0x5a}));
+}
+
+TEST_CASE("xrt: group ids follow connectivity and alloc checks them against the memory topology") {
+  setup();
+  auto ctx = xb::open({.xclbin_path = make_xclbin("two", two_kernels)});
+  auto names = ctx.native().kernel_names();
+  CHECK(names == std::vector<std::string>{"scale", "vadd"});
+  auto v = ctx.kernel("vadd");
+  CHECK(v.group_id(0) == 0);
+  CHECK(v.group_id(1) == 0);
+  CHECK(v.group_id(2) == 1);
+  auto s = ctx.kernel("scale");
+  CHECK(s.group_id(0) == 1);
+  CHECK(s.args()[4].size == 8);
+  CHECK(code_of([&] { (void)v.group_id(9); }) == errc::out_of_range);
+  CHECK(ctx.alloc(4096, {.group_id = 1}).size() == 4096);
+  auto bad_bank = message_of([&] { (void)ctx.alloc(4096, {.group_id = 7}); });
+  CHECK(bad_bank.find("group id 7") != std::string::npos);
+  CHECK(code_of([&] { (void)ctx.alloc(4096, {.group_id = 7}); }) == errc::out_of_range);
+  CHECK(code_of([&] { (void)ctx.alloc(4096, {.group_id = 2}); }) == errc::out_of_range);  // declared unused
+  CHECK(code_of([&] { (void)ctx.alloc(4096, {.group_id = -1}); }) == errc::out_of_range);
+  // Bits 16-23 (xclbin slot) are not part of the bank.
+  CHECK(ctx.alloc(4096, {.group_id = (1 << 16) | 1}).size() == 4096);
+  auto dev = dynamic_cast<xb::device&>(ctx.native()).xclbin();
+  REQUIRE(dev.kernels.size() == 2);
+  CHECK(dev.kernels[1].name == "vadd");
+  CHECK(dev.kernels[1].compute_units.size() == 2);
+}
+
+TEST_CASE("xrt: runs on a multi-kernel, multi-cu xclbin complete") {
+  setup();
+  auto ctx = xb::open({.xclbin_path = make_xclbin("two", two_kernels)});
+  auto v = ctx.kernel("vadd");
+  auto s = ctx.kernel("scale");
+  auto a = ctx.alloc(4096, {.group_id = 0}), b = ctx.alloc(4096, {.group_id = 0});
+  auto c = ctx.alloc(4096, {.group_id = 1}), d = ctx.alloc(4096, {.group_id = 1});
+  for (int i = 0; i < 50; ++i) {
+    auto r1 = xrtio::start(v, xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{16});
+    auto r2 = xrtio::start(s, xrtio::in(a), xrtio::out(d), 2.0f, std::uint32_t{16}, std::uint64_t{1});
+    CHECK(r1.wait(5s).ok());
+    CHECK(r2.wait(5s).ok());
+  }
+}
+
+TEST_CASE("xrt: device_only buffers have no host mapping") {
+  auto ctx = open_vadd();
+  auto b = ctx.alloc(4096, {.kind = xrtio::backend::buffer_kind::device_only});
+  CHECK(code_of([&] { (void)b.map(); }) == errc::not_supported);
+  std::vector<std::byte> x(16);
+  CHECK(code_of([&] { b.write(std::span<const std::byte>(x)); }) == errc::not_supported);
+  auto h = ctx.alloc(4096, {.kind = xrtio::backend::buffer_kind::host_only});
+  CHECK(h.map().size() == 4096);
+}
+
+TEST_CASE("xrt: a memory budget is charged before allocation and released after destruction") {
+  xrtio::memory_budget budget(64 * 1024);
+  auto ctx = open_vadd(budget);
+  auto a = ctx.alloc(32 * 1024);
+  CHECK(budget.used() == 32 * 1024);
+  CHECK(code_of([&] { (void)ctx.alloc(40 * 1024); }) == errc::budget_exceeded);
+  CHECK(budget.used() == 32 * 1024);
+  auto v = a.sub(4096, 0);  // views are not charged again
+  CHECK(budget.used() == 32 * 1024);
+  // A failed native allocation gives its charge back.
+  CHECK(code_of([&] { (void)ctx.alloc(4096, {.group_id = 9}); }) == errc::out_of_range);
+  CHECK(budget.used() == 32 * 1024);
+  a = {};
+  CHECK(budget.used() == 32 * 1024);  // the view still holds the root
+  v = {};
+  CHECK(budget.used() == 0);
+  CHECK(code_of([&] { (void)ctx.alloc(0); }) == errc::invalid_size);
+}
+
+TEST_CASE("xrt: user memory is imported without copy; misaligned memory is refused") {
+  auto ctx = open_vadd();
+  void* p = std::aligned_alloc(4096, 8192);
+  REQUIRE(p);
+  {
+    auto b = ctx.import_user_memory(p, 8192);
+    CHECK(b.is_imported());
+    CHECK(static_cast<void*>(b.map().data()) == p);
+    static_cast<unsigned char*>(p)[100] = 42;
+    std::vector<std::byte> x(1);
+    b.read(std::span<std::byte>(x), 100);
+    CHECK(x[0] == std::byte{42});
+    auto k = ctx.kernel("vadd");
+    auto c = ctx.alloc(8192);
+    CHECK(xrtio::start(k, xrtio::in(b), xrtio::in(b), xrtio::out(c), std::uint32_t{4}).wait(5s).ok());
+  }
+  CHECK(code_of([&] { (void)ctx.import_user_memory(static_cast<char*>(p) + 8, 4096); }) == errc::misaligned);
+  std::free(p);
+}
+
+TEST_CASE("xrt: importing something that is not a dma-buf fails cleanly") {
+  auto ctx = open_vadd();
+  int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  CHECK(code_of([&] { (void)ctx.import_dmabuf(fd, 4096); }) == errc::backend_failure);
+  ::close(fd);
+  CHECK(code_of([&] { (void)ctx.import_dmabuf(-1, 4096); }) == errc::invalid_size);
+}
+
+TEST_CASE("xrt: start and wait complete a run") {
+  auto ctx = open_vadd();
+  auto k = ctx.kernel("vadd");
+  auto a = ctx.alloc(4096), b = ctx.alloc(4096), c = ctx.alloc(4096);
+  auto h = xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{1024});
+  auto r = h.wait(5s);
+  CHECK(r.state == xrtio::run_state::completed);
+  CHECK(r.ok());
+  CHECK(r.observed >= r.submitted);
+  CHECK(h.state() == xrtio::run_state::completed);
+}
+
+TEST_CASE("xrt: 10000 runs complete without failure") {
+  auto ctx = open_vadd();
+  auto k = ctx.kernel("vadd");
+  auto a = ctx.alloc(4096), b = ctx.alloc(4096), c = ctx.alloc(4096);
+  int ok = 0;
+  for (int i = 0; i < 10000; ++i) {
+    std::error_code ec;
+    auto r = xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t(i)).wait(5s, ec);
+    if (!ec && r.state == xrtio::run_state::completed) ++ok;
+  }
+  CHECK(ok == 10000);
+}
+
+TEST_CASE("xrt: runs from several threads complete without failure") {
+  auto ctx = open_vadd();
+  auto k = ctx.kernel("vadd");
+  auto a = ctx.alloc(4096);  // shared, read-only
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      auto b = ctx.alloc(4096), c = ctx.alloc(4096);
+      for (int i = 0; i < 1000; ++i) {
+        std::error_code ec;
+        auto r = xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{4}).wait(5s, ec);
+        if (!ec && r.ok()) ++ok;
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(ok == 4000);
+}
+
+TEST_CASE("xrt: leases are held until the run's final state was observed") {
+  auto ctx = open_vadd();
+  auto k = ctx.kernel("vadd");
+  auto a = ctx.alloc(4096), b = ctx.alloc(4096), c = ctx.alloc(4096);
+  std::vector<std::byte> x(16);
+  auto h = xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{4});
+  // Even if the device finished already, nothing was observed yet: the
+  // output stays leased to the run, and host access is refused.
+  CHECK(code_of([&] { c.write(std::span<const std::byte>(x)); }) == errc::range_in_use);
+  CHECK(code_of([&] { c.sub(16, 0).read(std::span<std::byte>(x)); }) == errc::range_in_use);
+  CHECK(code_of([&] { (void)xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{4}); }) ==
+        errc::range_in_use);
+  // Readers share: a second run reading `a` and `b` is fine.
+  auto d = ctx.alloc(4096);
+  auto h2 = xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(d), std::uint32_t{4});
+  CHECK(h.wait(5s).ok());
+  CHECK(h2.wait(5s).ok());
+  c.write(std::span<const std::byte>(x));  // released
+  // A handle dropped without wait(): on this device the abort waits for
+  // completion, then the leases go.
+  {
+    auto h3 = xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{4});
+  }
+  c.write(std::span<const std::byte>(x));
+  CHECK(xrtio::retained_runs() == 0);
+}
+
+TEST_CASE("xrt: a missing xclbin is errc::invalid_xclbin naming the path") {
+  setup();
+  std::string p = scratch() + "/does-not-exist.xclbin";
+  CHECK(code_of([&] { (void)xb::open({.xclbin_path = p}); }) == errc::invalid_xclbin);
+  CHECK(message_of([&] { (void)xb::open({.xclbin_path = p}); }).find(p) != std::string::npos);
+  CHECK(code_of([&] { (void)xb::open({.xclbin_path = ""}); }) == errc::invalid_xclbin);
+  CHECK(code_of([&] { (void)xb::open({.xclbin_path = scratch()}); }) == errc::invalid_xclbin);  // a directory
+}
+
+TEST_CASE("xrt: a truncated xclbin is errc::invalid_xclbin") {
+  setup();
+  auto bytes = slurp(vadd_path());
+  REQUIRE(bytes.size() > 1000);
+  for (std::size_t n : {std::size_t{0}, std::size_t{7}, std::size_t{300}, std::size_t{496}, std::size_t{700},
+                        bytes.size() - 1}) {
+    auto p = write_bytes("trunc-" + std::to_string(n) + ".xclbin", {bytes.begin(), bytes.begin() + long(n)});
+    auto what = message_of([&] { (void)xb::open({.xclbin_path = p}); });
+    CAPTURE(n);
+    CAPTURE(what);
+    CHECK(code_of([&] { (void)xb::open({.xclbin_path = p}); }) == errc::invalid_xclbin);
+    CHECK(what.find(p) != std::string::npos);
+  }
+}
+
+TEST_CASE("xrt: a corrupt xclbin is errc::invalid_xclbin, never a crash") {
+  setup();
+  auto good = slurp(vadd_path());
+  std::mt19937 rng(12345);
+  std::vector<char> noise(4096);
+  for (auto& c : noise) c = static_cast<char>(rng());
+  auto check = [&](const std::string& name, const std::vector<char>& bytes) {
+    auto p = write_bytes(name, bytes);
+    CAPTURE(name);
+    CAPTURE(message_of([&] { (void)xb::open({.xclbin_path = p}); }));
+    CHECK(code_of([&] { (void)xb::open({.xclbin_path = p}); }) == errc::invalid_xclbin);
+    CHECK(code_of([&] { (void)xb::inspect_xclbin(p); }) == errc::invalid_xclbin);
+  };
+  check("random.xclbin", noise);
+  auto with = [&](std::size_t at, const void* v, std::size_t n) {
+    auto b = good;
+    std::memcpy(b.data() + at, v, n);
+    return b;
+  };
+  // Section offsets and sizes live in the section headers from byte 456:
+  // {u32 kind, char[16] name, 4 pad, u64 offset, u64 size}.
+  std::uint64_t huge = 1ull << 40;
+  check("section-offset.xclbin", with(456 + 24, &huge, 8));
+  check("section-size.xclbin", with(456 + 32, &huge, 8));
+  std::uint32_t many = 100000;
+  check("section-count.xclbin", with(304 + 144, &many, 4));
+  // MEM_TOPOLOGY count (first section) claiming more entries than it holds.
+  std::uint64_t mem_at;
+  std::memcpy(&mem_at, good.data() + 456 + 24, 8);
+  std::int32_t count = 1000;
+  check("mem-count.xclbin", with(mem_at, &count, 4));
+  // Garbage in the XML.
+  std::uint64_t xml_at;
+  std::memcpy(&xml_at, good.data() + 456 + 3 * 40 + 24, 8);
+  check("bad-xml.xclbin", with(xml_at, "<<<<<<<<<<", 10));
+  // Wrong magic.
+  check("magic.xclbin", with(0, "xclbin1", 8));
+}
+
+TEST_CASE("xrt: an unknown kernel is errc::unknown_kernel listing the loaded ones") {
+  auto ctx = open_vadd();
+  CHECK(code_of([&] { (void)ctx.kernel("vmul"); }) == errc::unknown_kernel);
+  auto what = message_of([&] { (void)ctx.kernel("vmul"); });
+  CHECK(what.find("vmul") != std::string::npos);
+  CHECK(what.find("vadd") != std::string::npos);
+  auto two = make_xclbin("two", two_kernels);
+  CHECK(code_of([&] { (void)xb::open({.xclbin_path = two, .kernel_filter = "nope"}); }) == errc::unknown_kernel);
+  auto only = xb::open({.xclbin_path = two, .kernel_filter = "scale"});
+  CHECK(only.native().kernel_names() == std::vector<std::string>{"scale"});
+  CHECK(code_of([&] { (void)only.kernel("vadd"); }) == errc::unknown_kernel);
+  CHECK(only.kernel("scale").args().size() == 5);
+}
+
+TEST_CASE("xrt: wrong argument counts and kinds are refused before the device sees them") {
+  auto ctx = open_vadd();
+  auto k = ctx.kernel("vadd");
+  auto a = ctx.alloc(4096), b = ctx.alloc(4096), c = ctx.alloc(4096);
+  CHECK(code_of([&] { (void)xrtio::start(k, a, b); }) == errc::argument_count);
+  CHECK(code_of([&] { (void)xrtio::start(k, a, b, c, std::uint32_t{1}, std::uint32_t{2}); }) == errc::argument_count);
+  CHECK(code_of([&] { (void)xrtio::start(k, a, b, c, 1.0); }) == errc::argument_kind);  // 8-byte scalar for 4
+  CHECK(code_of([&] { (void)xrtio::start(k, a, b, std::uint32_t{1}, std::uint32_t{1}); }) == errc::argument_kind);
+  CHECK(code_of([&] { (void)xrtio::start(k, a, b, c, c); }) == errc::argument_kind);
+  // Nothing was leased by the refused starts.
+  std::vector<std::byte> x(16);
+  c.write(std::span<const std::byte>(x));
+  // The backend checks too, for callers of the seam.
+  auto run = k.native().make_run();
+  std::uint32_t n = 4;
+  CHECK(code_of([&] { run->set_arg(3, *a.state()->native); }) == errc::argument_kind);
+  CHECK(code_of([&] { run->set_arg(0, &n, 4); }) == errc::argument_kind);
+  CHECK(code_of([&] { run->set_arg(3, &n, 2); }) == errc::argument_kind);
+  CHECK(code_of([&] { run->set_arg(4, &n, 4); }) == errc::argument_count);
+  run->set_arg(0, *a.state()->native);
+  CHECK(code_of([&] { run->start(); }) == errc::argument_count);  // b, c, n not set
+}
+
+TEST_CASE("xrt: buffers of another context are refused unless cross_context") {
+  setup();
+  auto one = xb::open({.xclbin_path = vadd_path()});
+  auto two = xb::open({.xclbin_path = vadd_path()});
+  auto k = one.kernel("vadd");
+  auto a = one.alloc(4096), b = one.alloc(4096);
+  auto foreign = two.alloc(4096);
+  CHECK(code_of([&] { (void)xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(foreign), 4u); }) ==
+        errc::foreign_context);
+  // Same device, buffers allocated on the device: allowed when asked for.
+  auto r = xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(foreign), 4u,
+                        xrtio::run_options{.cross_context = true})
+               .wait(5s);
+  CHECK(r.ok());
+  // A buffer of another backend is refused even then.
+  auto sim = xrtio::sim::open();
+  auto s = sim.alloc(4096);
+  CHECK(code_of([&] {
+          (void)xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(s), 4u, xrtio::run_options{.cross_context = true});
+        }) == errc::foreign_context);
+  // A buffer of another XRT device index is refused by the backend.
+  auto other = xb::open({.device_index = 1, .xclbin_path = vadd_path()});  // the no-op device answers any index
+  auto o = other.alloc(4096);
+  CHECK(code_of([&] {
+          (void)xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(o), 4u, xrtio::run_options{.cross_context = true});
+        }) == errc::foreign_context);
+  std::vector<std::byte> x(16);
+  o.write(std::span<const std::byte>(x));  // the refused start leased nothing
+}
+
+TEST_CASE("xrt: native runs: wait_for(0) returns, abort on the no-op device ends COMPLETED, runs are pooled") {
+  auto ctx = open_vadd();
+  auto k = ctx.kernel("vadd");
+  auto a = ctx.alloc(4096);
+  std::uint32_t n = 4;
+  auto bind = [&](xrtio::backend::native_run& r) {
+    for (unsigned i = 0; i < 3; ++i) r.set_arg(i, *a.state()->native);
+    r.set_arg(3, &n, 4);
+  };
+  xrtio::backend::native_run* first = nullptr;
+  {
+    auto r = k.native().make_run();
+    first = r.get();
+    CHECK(r->state() == xrtio::run_state::new_);
+    bind(*r);
+    r->start();
+    auto s = r->wait_for(0ns);  // XRT's wait(0) would block forever; xrtio passes >= 1 ms
+    while (!xrtio::is_final(s)) s = r->wait_for(1ms);
+    CHECK(s == xrtio::run_state::completed);
+    CHECK(r->state() == xrtio::run_state::completed);
+    // Restart the same run: it is final, so allowed.
+    r->start();
+    CHECK(r->abort() == xrtio::backend::abort_outcome::done);  // the no-op device waits, then reports COMPLETED
+    CHECK(r->state() == xrtio::run_state::completed);
+  }
+  auto again = k.native().make_run();
+  CHECK(again.get() == first);  // returned to the kernel's pool
+  bind(*again);
+  again->start();
+  while (!xrtio::is_final(again->state())) std::this_thread::yield();
+  CHECK(again->state() == xrtio::run_state::completed);
+}
+
+TEST_CASE("xrt: list_devices shows the no-op device") {
+  setup();
+  auto list = xb::list_devices();
+  REQUIRE(list.size() == 1);
+  CHECK(list[0].rfind("0: ", 0) == 0);
+  CHECK(list[0].find("noop") != std::string::npos);
+}
+
+TEST_CASE("xrt: the no-op completion delay cannot change after XRT read it") {
+  auto ctx = open_vadd();
+  auto k = ctx.kernel("vadd");
+  auto a = ctx.alloc(4096);
+  CHECK(xrtio::start(k, xrtio::in(a), xrtio::in(a), xrtio::out(ctx.alloc(4096)), 4u).wait(5s).ok());
+  xb::use_noop_device(20us);  // same value: fine
+  CHECK(code_of([] { xb::use_noop_device(1000us); }) == errc::not_supported);
+  CHECK(code_of([] { xb::use_noop_device(-1us); }) == errc::invalid_size);
+}
