@@ -3,6 +3,8 @@
 
 #include <asio/async_result.hpp>
 #include <asio/error.hpp>
+#include <asio/query.hpp>
+#include <asio/system_executor.hpp>
 #include <tuple>
 #include <utility>
 
@@ -12,6 +14,19 @@
 
 namespace xrtio {
 namespace detail {
+
+/// The execution context of a handler's executor. Executors that cannot be
+/// queried for it (use_future's promise_executor) hand their work to the
+/// system executor, so such runs register with the system context.
+template <class Ex>
+asio::execution_context& execution_context_of(const Ex& ex) noexcept {
+  if constexpr (asio::can_query<const Ex&, asio::execution::context_t>::value)
+    return asio::query(ex, asio::execution::context);
+  else if constexpr (requires { ex.context(); })
+    return ex.context();
+  else
+    return asio::query(asio::system_executor(), asio::execution::context);
+}
 
 struct initiate_run {
   template <class Handler, class... Args>
@@ -27,7 +42,7 @@ struct initiate_run {
     op->options = o;
     // Register with the handler's execution context, so that its destruction
     // with this run pending destroys the handler but not the leases (invariant 2).
-    auto& ctx = asio::query(op->executor(), asio::execution::context);
+    auto& ctx = execution_context_of(op->executor());
     op->registry = asio::use_service<completion_service>(ctx).registry();
     op->registry->add(op);
     try {

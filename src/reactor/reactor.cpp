@@ -9,8 +9,10 @@
 #include <asio/error.hpp>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "xrtio/async_run.hpp"
 #include "xrtio/runtime.hpp"
@@ -26,14 +28,51 @@ void bump(std::atomic<T>& a, T by = 1) noexcept {  // single writer: no locked R
 }  // namespace
 
 // Blocking aborts run here, never on the reactor loop (invariant 4). Shared
-// with its thread so a hung abort at shutdown can be left behind safely.
+// with its threads so a hung abort at shutdown can be left behind safely.
+// One worker per concurrent abort: a slow abort must not hold back the
+// others past their grace period (they would be retained needlessly).
 struct aborter {
   std::mutex mutex;
   std::condition_variable cv;
   std::deque<std::pair<backend::native_run*, std::shared_ptr<abort_ticket>>> queue;
   bool stop = false;
-  bool busy = false;
+  unsigned busy = 0;
+  unsigned idle = 0;
+  std::vector<std::thread> threads;
   std::function<void()> on_done;
+
+  static void work(std::shared_ptr<aborter> a) {
+    std::unique_lock lock(a->mutex);
+    for (;;) {
+      ++a->idle;
+      a->cv.wait(lock, [&] { return a->stop || !a->queue.empty(); });
+      --a->idle;
+      if (a->queue.empty()) return;
+      auto [run, ticket] = std::move(a->queue.front());
+      a->queue.pop_front();
+      ++a->busy;
+      lock.unlock();
+      backend::abort_outcome out;
+      try {
+        out = run->abort();
+      } catch (...) {
+        out = backend::abort_outcome::refused;
+      }
+      ticket->set(out == backend::abort_outcome::done ? abort_ticket::done : abort_ticket::refused);
+      lock.lock();
+      --a->busy;
+      if (a->on_done) a->on_done();
+    }
+  }
+  // Under mutex: a worker for every queued abort.
+  void add_worker_if_needed(const std::shared_ptr<aborter>& self) noexcept {
+    if (queue.size() <= idle) return;
+    try {
+      threads.emplace_back(&aborter::work, self);
+    } catch (...) {
+      // No thread: the queued abort waits for a busy worker.
+    }
+  }
 };
 
 class reactor final : public access_listener {
@@ -92,7 +131,6 @@ class reactor final : public access_listener {
   clock::time_point shutdown_deadline_{};
   clock::time_point last_refresh_{};
   std::shared_ptr<aborter> aborter_;
-  std::thread aborter_thread_;
   std::thread thread_;
   // Statistics: written by the reactor thread, read anywhere.
   std::atomic<std::uint64_t> submitted_{0}, completed_{0}, failed_{0}, timed_out_{0}, cancelled_{0}, retained_{0},
@@ -113,27 +151,7 @@ reactor::reactor(runtime_options o) : opts_(o) {
   }
   aborter_ = std::make_shared<aborter>();
   aborter_->on_done = [this] { wake(); };
-  aborter_thread_ = std::thread([a = aborter_] {
-    std::unique_lock lock(a->mutex);
-    for (;;) {
-      a->cv.wait(lock, [&] { return a->stop || !a->queue.empty(); });
-      if (a->queue.empty()) return;
-      auto [run, ticket] = std::move(a->queue.front());
-      a->queue.pop_front();
-      a->busy = true;
-      lock.unlock();
-      backend::abort_outcome out;
-      try {
-        out = run->abort();
-      } catch (...) {
-        out = backend::abort_outcome::refused;
-      }
-      ticket->set(out == backend::abort_outcome::done ? abort_ticket::done : abort_ticket::refused);
-      lock.lock();
-      a->busy = false;
-      if (a->on_done) a->on_done();
-    }
-  });
+  aborter_->threads.emplace_back(&aborter::work, aborter_);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -161,12 +179,16 @@ void reactor::stop() noexcept {
   }
   aborter_->cv.notify_all();
   bool idle;
+  std::vector<std::thread> threads;
   {
     std::lock_guard lock(aborter_->mutex);
     idle = !aborter_->busy && aborter_->queue.empty();
+    threads.swap(aborter_->threads);
   }
-  if (idle) aborter_thread_.join();
-  else aborter_thread_.detach();
+  for (auto& t : threads) {
+    if (idle) t.join();
+    else t.detach();
+  }
 }
 
 void reactor::wake() noexcept {
@@ -301,6 +323,7 @@ void reactor::begin_abort(run_op_base* op, run_op_base::abort_reason why, clock:
     op->ticket = std::make_shared<abort_ticket>();
     std::lock_guard lock(aborter_->mutex);
     aborter_->queue.emplace_back(op->core.native(), op->ticket);
+    aborter_->add_worker_if_needed(aborter_);
   } catch (...) {
     // Cannot even queue the abort: keep everything (invariant 5).
     retain(op);

@@ -8,6 +8,7 @@
 #include <asio/cancellation_type.hpp>
 #include <asio/execution.hpp>
 #include <asio/execution_context.hpp>
+#include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
 #include <asio/require.hpp>
@@ -314,13 +315,27 @@ class run_op final : public run_op_base {
     }
     auto ex = *live->work_;
     auto* arena = &live->arena_;
-    try {
+    auto post = [&](const auto& e) {
       // What asio::post does, minus its work_dispatcher hop: never blocking,
       // a fork, storage from the op's arena (no allocation).
       asio::execution::execute(
-          asio::prefer(asio::require(ex, asio::execution::blocking.never), asio::execution::relationship.fork,
+          asio::prefer(asio::require(e, asio::execution::blocking.never), asio::execution::relationship.fork,
                        asio::execution::allocator(arena_allocator<void, arena_size>(arena))),
           batch_fn(live));
+    };
+    try {
+      // A type-erased executor (any_io_executor, use_awaitable's) ignores the
+      // allocator property and wraps the function in a heap allocation; post
+      // to the io_context executor it holds instead, so the arena is used.
+      using tracked_io = asio::io_context::basic_executor_type<std::allocator<void>,
+                                                               asio::detail::io_context_bits::outstanding_work_tracked>;
+      if constexpr (requires { ex.template target<tracked_io>(); }) {
+        if (auto* t = ex.template target<tracked_io>()) post(*t);
+        else if (auto* u = ex.template target<asio::io_context::executor_type>()) post(*u);
+        else post(ex);
+      } else {
+        post(ex);
+      }
     } catch (...) {
       // Posting failed (out of memory): batch_fn's destructor destroyed the
       // handlers; nothing else can be done without breaking invariant 2.

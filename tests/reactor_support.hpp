@@ -1,0 +1,103 @@
+// Helpers shared by the reactor suites (tests/test_reactor*.cpp, test_alloc.cpp).
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <asio.hpp>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "xrtio/xrtio.hpp"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define XRTIO_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define XRTIO_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef XRTIO_TEST_SANITIZED
+#define XRTIO_TEST_SANITIZED 0
+#endif
+
+namespace rtest {
+
+using namespace std::chrono_literals;
+using clock = std::chrono::steady_clock;
+
+inline constexpr bool sanitized = XRTIO_TEST_SANITIZED != 0;
+
+inline xrtio::sim::device& dev(const xrtio::context& c) { return static_cast<xrtio::sim::device&>(c.native()); }
+
+/// co_spawn completion that rethrows out of io_context::run().
+inline void rethrow(std::exception_ptr e) {
+  if (e) std::rethrow_exception(e);
+}
+
+/// Three buffers for vadd(a, b, c, n): a[i] = i + base, b[i] = 2 i.
+struct vadd_set {
+  xrtio::buffer a, b, c;
+  std::uint32_t n = 16, base = 0;
+};
+inline vadd_set make_vadd(xrtio::context& ctx, std::uint32_t n = 16, std::uint32_t base = 0) {
+  vadd_set v{ctx.alloc(n * 4), ctx.alloc(n * 4), ctx.alloc(n * 4), n, base};
+  std::vector<std::uint32_t> a(n), b(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    a[i] = i + base;
+    b[i] = 2 * i;
+  }
+  v.a.write(std::span<const std::uint32_t>(a));
+  v.b.write(std::span<const std::uint32_t>(b));
+  return v;
+}
+/// True when c holds a + b.
+inline bool vadd_ok(const vadd_set& v) {
+  std::vector<std::uint32_t> c(v.n);
+  v.c.read(std::span<std::uint32_t>(c));
+  for (std::uint32_t i = 0; i < v.n; ++i)
+    if (c[i] != 3 * i + v.base) return false;
+  return true;
+}
+
+/// What a host write of the first 4 bytes of `b` reports (empty on success).
+inline std::error_code host_write(xrtio::buffer b) {
+  std::uint32_t x = 0x5a5a5a5a;
+  try {
+    b.write(std::span<const std::uint32_t>(&x, 1));
+  } catch (const xrtio::error& e) {
+    return e.code();
+  }
+  return {};
+}
+
+/// Polls `pred` every millisecond for up to `limit`; returns its last value.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 5000ms) {
+  auto until = clock::now() + limit;
+  while (!pred()) {
+    if (clock::now() >= until) return pred();
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+inline std::uint64_t fnv1a(std::span<const std::byte> b) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (auto x : b) {
+    h ^= static_cast<std::uint8_t>(x);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+inline std::uint64_t mix(std::uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace rtest

@@ -1,0 +1,128 @@
+// Heap allocations per asynchronous run in steady state. Replaces the global
+// operator new/delete, so it is its own executable.
+//
+// XRTIO_ALLOC_TRACE=1 prints a backtrace for every allocation made while
+// measuring, to find where one comes from.
+#include <doctest/doctest.h>
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <asio.hpp>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "reactor_support.hpp"
+#include "xrtio/xrtio.hpp"
+
+// operator delete frees what our operator new took from malloc.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+namespace {
+std::atomic<std::uint64_t> g_news{0};
+std::atomic<bool> g_trace{false};
+
+void note_allocation(std::size_t n) noexcept {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (g_trace.load(std::memory_order_relaxed)) {
+    g_trace.store(false);  // no recursion from backtrace itself
+    void* frames[32];
+    int k = ::backtrace(frames, 32);
+    char head[64];
+    int len = std::snprintf(head, sizeof head, "---- operator new(%zu)\n", n);
+    [[maybe_unused]] auto w = ::write(2, head, static_cast<std::size_t>(len));
+    ::backtrace_symbols_fd(frames, k, 2);
+    g_trace.store(true);
+  }
+}
+
+void* checked(void* p) {
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+void* aligned(std::size_t n, std::align_val_t a) {
+  std::size_t al = static_cast<std::size_t>(a);
+  return std::aligned_alloc(al, (n + al - 1) / al * al);
+}
+}  // namespace
+
+void* operator new(std::size_t n) {
+  note_allocation(n);
+  return checked(std::malloc(n ? n : 1));
+}
+void* operator new[](std::size_t n) {
+  note_allocation(n);
+  return checked(std::malloc(n ? n : 1));
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  note_allocation(n);
+  return std::malloc(n ? n : 1);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  note_allocation(n);
+  return std::malloc(n ? n : 1);
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+  note_allocation(n);
+  return checked(aligned(n ? n : 1, a));
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  note_allocation(n);
+  return checked(aligned(n ? n : 1, a));
+}
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  note_allocation(n);
+  return aligned(n ? n : 1, a);
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  note_allocation(n);
+  return aligned(n ? n : 1, a);
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+
+TEST_CASE("reactor: use_awaitable runs allocate nothing in steady state (all threads, 10 000 runs)") {
+  {
+    void* warm[4];
+    ::backtrace(warm, 4);  // loads the unwinder now, not while tracing
+  }
+  const bool trace = std::getenv("XRTIO_ALLOC_TRACE") != nullptr;
+  xrtio::runtime rt;
+  auto ctx = xrtio::sim::open();
+  ctx.bind(rt);
+  asio::io_context io;
+  std::uint64_t allocations = ~0ull;
+  int done = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto k = ctx.kernel("noop");
+        for (int i = 0; i < 1000; ++i) {  // warm-up: pools, recycled frames, vectors at capacity
+          auto r = co_await xrtio::async_run(k, asio::use_awaitable);
+          if (r.ok()) ++done;
+        }
+        auto before = g_news.load();
+        g_trace = trace;
+        for (int i = 0; i < 10000; ++i) {
+          auto r = co_await xrtio::async_run(k, asio::use_awaitable);
+          if (r.ok()) ++done;
+        }
+        g_trace = false;
+        allocations = g_news.load() - before;
+      },
+      rtest::rethrow);
+  io.run();
+  MESSAGE("heap allocations (operator new, any thread) during 10 000 runs: " << allocations);
+  CHECK(done == 11000);
+  CHECK(allocations == 0);
+}

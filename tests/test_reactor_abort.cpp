@@ -1,0 +1,362 @@
+// Deadlines, cancellation, refused and slow aborts, retention and the canary
+// (DESIGN.md invariants 3, 4, 5).
+#include <doctest/doctest.h>
+
+#include <asio.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <atomic>
+
+#include "reactor_support.hpp"
+#include "xrtio/xrtio.hpp"
+
+using namespace std::chrono_literals;
+using rtest::dev;
+using rtest::make_vadd;
+using rtest::vadd_ok;
+namespace sim = xrtio::sim;
+
+namespace {
+struct fixture {
+  xrtio::runtime rt;
+  xrtio::context ctx;
+  explicit fixture(sim::device_config cfg = {}, xrtio::runtime_options o = {}) : rt(o) {
+    ctx = sim::open(std::move(cfg));
+    ctx.bind(rt);
+  }
+};
+
+sim::device_config with_fault(sim::fault_rule r) {
+  sim::device_config cfg;
+  cfg.faults.push_back(std::move(r));
+  return cfg;
+}
+
+struct outcome {
+  int calls = 0;
+  std::error_code ec{xrtio::errc::busy};
+  xrtio::run_result result;
+  auto handler(asio::io_context& io) {
+    return asio::bind_executor(io, [this](std::error_code e, xrtio::run_result r) {
+      ++calls;
+      ec = e;
+      result = r;
+    });
+  }
+};
+
+template <class Token>
+auto run_vadd(fixture& f, const rtest::vadd_set& v, xrtio::run_options o, Token&& tok) {
+  return xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a), xrtio::in(v.b), xrtio::out(v.c), v.n, o,
+                          std::forward<Token>(tok));
+}
+
+bool leases_free(const rtest::vadd_set& v) {
+  return v.a.tracker().active_count() == 0 && v.b.tracker().active_count() == 0 &&
+         v.c.tracker().active_count() == 0;
+}
+}  // namespace
+
+// ---- 4. deadlines -----------------------------------------------------------------
+
+TEST_CASE("reactor: a deadline aborts a hung run: timed_out, final state ABORT, leases released") {
+  fixture f(with_fault({.kernel = "vadd", .what = sim::fault::hang}));
+  auto v = make_vadd(f.ctx);
+  asio::io_context io;
+  outcome o;
+  auto t0 = rtest::clock::now();
+  run_vadd(f, v, {.timeout = 5ms}, o.handler(io));
+  io.run();
+  auto took = rtest::clock::now() - t0;
+  CHECK(o.calls == 1);
+  CHECK(o.ec == xrtio::errc::timed_out);
+  CHECK(o.result.state == xrtio::run_state::abort);  // the real final state (invariant 3)
+  CHECK(took >= 5ms);
+  CHECK(took < 2s);
+  auto s = f.rt.stats();
+  CHECK(s.timed_out == 1);
+  CHECK(s.completed == 0);
+  CHECK(s.retained == 0);
+  CHECK(s.in_flight == 0);
+  CHECK(dev(f.ctx).stats().aborted == 1);
+  CHECK(leases_free(v));
+  CHECK(!rtest::host_write(v.c));
+}
+
+TEST_CASE("reactor: a run that completes before its deadline succeeds") {
+  sim::device_config cfg;
+  cfg.latency.fixed = 2ms;
+  fixture f(cfg);
+  auto v = make_vadd(f.ctx);
+  asio::io_context io;
+  outcome o;
+  run_vadd(f, v, {.timeout = 2s}, o.handler(io));
+  io.run();
+  CHECK(o.calls == 1);
+  CHECK(!o.ec);
+  CHECK(o.result.state == xrtio::run_state::completed);
+  CHECK(vadd_ok(v));
+  auto s = f.rt.stats();
+  CHECK(s.timed_out == 0);
+  CHECK(s.completed == 1);
+  CHECK(dev(f.ctx).stats().aborted == 0);
+}
+
+TEST_CASE("reactor: a deadline passing while waiting for leases withdraws the run: timed_out, never started") {
+  fixture f(with_fault({.kernel = "vadd", .run_number = 1, .what = sim::fault::hang, .duration = 60ms}));
+  auto v = make_vadd(f.ctx);
+  asio::io_context io;
+  outcome first, second;
+  run_vadd(f, v, {}, first.handler(io));
+  run_vadd(f, v, {.timeout = 5ms, .on_conflict = xrtio::conflict_policy::wait}, second.handler(io));
+  io.run();
+  CHECK(second.ec == xrtio::errc::timed_out);
+  CHECK(second.result.state == xrtio::run_state::new_);  // never reached the device
+  CHECK(!first.ec);
+  CHECK(dev(f.ctx).stats().started == 1);
+  CHECK(f.rt.stats().timed_out == 1);
+  CHECK(v.c.tracker().waiting_count() == 0);
+  CHECK(leases_free(v));
+}
+
+// ---- 5. cancellation ------------------------------------------------------------
+
+TEST_CASE("reactor: run || timer: the timer wins and the hung run is aborted") {
+  using namespace asio::experimental::awaitable_operators;
+  fixture f(with_fault({.kernel = "vadd", .what = sim::fault::hang}));
+  auto v = make_vadd(f.ctx);
+  asio::io_context io;
+  std::size_t winner = 99;
+  auto t0 = rtest::clock::now();
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer timer(co_await asio::this_coro::executor, 5ms);
+        auto r = co_await (run_vadd(f, v, {}, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
+        winner = r.index();
+      },
+      rtest::rethrow);
+  io.run();
+  CHECK(winner == 1);
+  CHECK(rtest::clock::now() - t0 < 2s);
+  auto s = f.rt.stats();
+  CHECK(s.cancelled == 1);
+  CHECK(s.in_flight == 0);
+  CHECK(dev(f.ctx).stats().aborted == 1);
+  CHECK(leases_free(v));
+}
+
+TEST_CASE("reactor: terminal and partial cancellation abort a run on the device with operation_aborted") {
+  for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial}) {
+    CAPTURE(static_cast<unsigned>(type));
+    fixture f(with_fault({.kernel = "vadd", .what = sim::fault::hang}));
+    auto v = make_vadd(f.ctx);
+    asio::io_context io;
+    asio::cancellation_signal sig;
+    outcome o;
+    run_vadd(f, v, {}, asio::bind_cancellation_slot(sig.slot(), o.handler(io)));
+    CHECK(dev(f.ctx).stats().started == 1);  // on the device
+    asio::steady_timer t(io, 5ms);
+    t.async_wait([&](std::error_code) { sig.emit(type); });
+    io.run();
+    CHECK(o.calls == 1);
+    CHECK(o.ec == asio::error::operation_aborted);
+    CHECK(o.result.state == xrtio::run_state::abort);
+    CHECK(f.rt.stats().cancelled == 1);
+    CHECK(dev(f.ctx).stats().aborted == 1);
+    CHECK(leases_free(v));
+  }
+}
+
+TEST_CASE("reactor: total cancellation is not honoured once the run is on the device") {
+  sim::device_config cfg;
+  cfg.latency.fixed = 10ms;
+  fixture f(cfg);
+  auto v = make_vadd(f.ctx);
+  asio::io_context io;
+  asio::cancellation_signal sig;
+  outcome o;
+  run_vadd(f, v, {}, asio::bind_cancellation_slot(sig.slot(), o.handler(io)));
+  asio::steady_timer t(io, 2ms);
+  t.async_wait([&](std::error_code) { sig.emit(asio::cancellation_type::total); });
+  io.run();
+  CHECK(o.calls == 1);
+  CHECK(!o.ec);
+  CHECK(o.result.state == xrtio::run_state::completed);
+  CHECK(vadd_ok(v));
+  CHECK(f.rt.stats().cancelled == 0);
+  CHECK(dev(f.ctx).stats().aborted == 0);
+}
+
+TEST_CASE("reactor: cancelling a run waiting for leases withdraws it cleanly, for every cancellation type") {
+  for (auto type :
+       {asio::cancellation_type::total, asio::cancellation_type::partial, asio::cancellation_type::terminal}) {
+    CAPTURE(static_cast<unsigned>(type));
+    fixture f(with_fault({.kernel = "vadd", .run_number = 1, .what = sim::fault::hang, .duration = 40ms}));
+    auto v = make_vadd(f.ctx);
+    asio::io_context io;
+    asio::cancellation_signal sig;
+    outcome first, second;
+    std::vector<int> order;
+    run_vadd(f, v, {}, asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+               first.ec = ec;
+               order.push_back(1);
+             }));
+    run_vadd(f, v, {.on_conflict = xrtio::conflict_policy::wait},
+             asio::bind_cancellation_slot(sig.slot(), asio::bind_executor(io, [&](std::error_code ec,
+                                                                                 xrtio::run_result r) {
+                                            second.ec = ec;
+                                            second.result = r;
+                                            order.push_back(2);
+                                          })));
+    CHECK(v.c.tracker().waiting_count() == 1);
+    asio::steady_timer t(io, 5ms);
+    t.async_wait([&](std::error_code) { sig.emit(type); });
+    io.run();
+    CHECK(second.ec == asio::error::operation_aborted);
+    CHECK(second.result.state == xrtio::run_state::new_);
+    CHECK(!first.ec);
+    CHECK(order == std::vector<int>{2, 1});  // withdrawn at once, not after the first run
+    CHECK(dev(f.ctx).stats().started == 1);  // never reached the device
+    CHECK(dev(f.ctx).stats().aborted == 0);
+    CHECK(f.rt.stats().cancelled == 1);
+    CHECK(v.c.tracker().waiting_count() == 0);
+    CHECK(leases_free(v));
+  }
+}
+
+// ---- 6. refused and slow aborts: retention ------------------------------------------------
+
+TEST_CASE("reactor: a refused abort completes with abort_failed and retains the run and its ranges") {
+  fixture f(with_fault({.kernel = "vadd", .what = sim::fault::refuse_abort}));
+  auto v = make_vadd(f.ctx);
+  auto retained_before = xrtio::retained_runs();
+  asio::io_context io;
+  outcome o;
+  run_vadd(f, v, {.timeout = 5ms}, o.handler(io));
+  io.run();
+  CHECK(o.calls == 1);
+  CHECK(o.ec == xrtio::errc::abort_failed);
+  CHECK(o.result.state == xrtio::run_state::running);  // what the device says: not final
+  auto s = f.rt.stats();
+  CHECK(s.retained == 1);
+  CHECK(s.timed_out == 0);
+  CHECK(s.in_flight == 0);
+  CHECK(dev(f.ctx).stats().abort_refused == 1);
+  CHECK(xrtio::retained_runs() == retained_before + 1);
+  CHECK(rtest::host_write(v.c) == xrtio::errc::range_retained);  // written by the device
+  CHECK(rtest::host_write(v.a) == xrtio::errc::range_retained);  // read by it
+  // A run on a retained range is refused with the same error.
+  outcome later;
+  run_vadd(f, v, {}, later.handler(io));
+  io.restart();
+  io.run();
+  CHECK(later.ec == xrtio::errc::range_retained);
+  xrtio::reap_retained();  // still running: stays retained
+  CHECK(rtest::host_write(v.c) == xrtio::errc::range_retained);
+}
+
+TEST_CASE("reactor: an abort slower than abort_grace retains the run (abort_failed) without blocking the loop") {
+  xrtio::runtime_options ro;
+  ro.abort_grace = 20ms;
+  fixture f(with_fault({.kernel = "vadd", .what = sim::fault::slow_abort, .abort_delay = 300ms}), ro);
+  auto v = make_vadd(f.ctx);
+  auto retained_before = xrtio::retained_runs();
+  asio::io_context io;
+  outcome o, other;
+  auto t0 = rtest::clock::now();
+  run_vadd(f, v, {.timeout = 5ms}, o.handler(io));
+  // The reactor keeps serving other runs while the abort blocks elsewhere.
+  xrtio::async_run(f.ctx.kernel("noop"), other.handler(io));
+  io.run();
+  auto took = rtest::clock::now() - t0;
+  CHECK(!other.ec);
+  CHECK(o.ec == xrtio::errc::abort_failed);
+  CHECK(took >= 25ms);
+  CHECK(took < 250ms);  // did not wait for the 300 ms abort
+  CHECK(f.rt.stats().retained == 1);
+  CHECK(xrtio::retained_runs() >= retained_before + 1);
+  CHECK(rtest::host_write(v.c) == xrtio::errc::range_retained);
+  // Once the device finally reports a final state, the run can be released.
+  bool freed = rtest::eventually(
+      [&] {
+        xrtio::reap_retained();
+        return !rtest::host_write(v.c);
+      },
+      5000ms);
+  CHECK(freed);
+  CHECK(rtest::clock::now() - t0 >= 300ms);
+}
+
+TEST_CASE("reactor: an abort within abort_grace completes with timed_out") {
+  fixture f(with_fault({.kernel = "vadd", .what = sim::fault::slow_abort, .abort_delay = 5ms}));
+  auto v = make_vadd(f.ctx);
+  asio::io_context io;
+  outcome o;
+  run_vadd(f, v, {.timeout = 5ms}, o.handler(io));
+  io.run();
+  CHECK(o.ec == xrtio::errc::timed_out);
+  CHECK(o.result.state == xrtio::run_state::abort);
+  CHECK(f.rt.stats().retained == 0);
+  CHECK(f.rt.stats().timed_out == 1);
+  CHECK(leases_free(v));
+}
+
+// ---- 12. the canary -----------------------------------------------------------------
+
+namespace {
+constexpr std::uint32_t canary_pattern = 0xC0FFEE42u;
+std::atomic<bool> canary_writing{false};
+}  // namespace
+
+TEST_CASE("reactor: memory of a retained run is never handed back while the device writes it (canary)") {
+  constexpr std::size_t size = 16384;
+  sim::device_config cfg;
+  cfg.kernels.push_back({"canary",
+                         {{"buf", xrtio::backend::arg_kind::buffer, 0, 0}},
+                         [](sim::kernel_call& c) {
+                           auto b = c.buffer_as<std::uint32_t>(0);
+                           while (!c.stop_requested()) {
+                             for (auto& x : b) x = canary_pattern;
+                             canary_writing.store(true);
+                             std::this_thread::sleep_for(100us);
+                           }
+                         }});
+  // Refuses aborts; after 1 ms of hang the kernel body runs (and never stops).
+  cfg.faults.push_back({.kernel = "canary", .what = sim::fault::refuse_abort, .duration = 1ms});
+  auto ctx = sim::open(std::move(cfg));
+  xrtio::runtime rt;
+  ctx.bind(rt);
+  {
+    auto buf = ctx.alloc(size);
+    asio::io_context io;
+    std::error_code ec;
+    xrtio::async_run(ctx.kernel("canary"), buf, xrtio::run_options{.timeout = 30ms},
+                     asio::bind_executor(io, [&](std::error_code e, xrtio::run_result) { ec = e; }));
+    io.run();
+    CHECK(ec == xrtio::errc::abort_failed);
+    CHECK(rt.stats().retained == 1);
+    CHECK(canary_writing.load());
+    CHECK(rtest::host_write(buf) == xrtio::errc::range_retained);
+  }  // every handle of the buffer dropped
+  xrtio::reap_retained();
+  int seen = 0, checked = 0;
+  for (int round = 0; round < 40; ++round) {
+    std::vector<xrtio::buffer> bufs;
+    for (int i = 0; i < 32; ++i) bufs.push_back(ctx.alloc(size));
+    std::this_thread::sleep_for(1ms);  // give a writing canary time to show
+    std::vector<std::uint32_t> data(size / 4);
+    for (auto& b : bufs) {
+      b.read(std::span<std::uint32_t>(data));
+      ++checked;
+      for (auto x : data)
+        if (x == canary_pattern) {
+          ++seen;
+          break;
+        }
+    }
+  }
+  MESSAGE("checked " << checked << " fresh buffers for the canary pattern");
+  CHECK(seen == 0);
+  CHECK(canary_writing.load());  // it was still writing all along
+}
