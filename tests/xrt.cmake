@@ -4,7 +4,9 @@
 set(XRTIO_SAMPLE_XCLBIN "${PROJECT_SOURCE_DIR}/../shared/testdata/vadd-noop.xclbin"
     CACHE FILEPATH "A known-good xclbin (kernel vadd) to cross-check xrtio-mkxclbin against; optional")
 
-if(NOT XRT_FOUND)
+if(XRTIO_WITH_XRT STREQUAL "OFF")
+  message(STATUS "xrtio: XRT tests skipped: XRTIO_WITH_XRT=OFF")
+elseif(NOT XRT_FOUND)
   message(STATUS "xrtio: XRT tests skipped: XRT (xrt_coreutil and its headers) was not found")
 elseif(NOT TARGET xrtio-mkxclbin OR NOT TARGET xrtio-info)
   message(STATUS "xrtio: XRT tests skipped: they need the XRT tools (XRTIO_BUILD_TOOLS=ON)")

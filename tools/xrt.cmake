@@ -12,5 +12,5 @@ if(XRT_FOUND)
 
   install(TARGETS xrtio-mkxclbin xrtio-info)
 else()
-  message(STATUS "xrtio: xrtio-mkxclbin and xrtio-info not built (XRT not found)")
+  message(STATUS "xrtio: xrtio-mkxclbin and xrtio-info not built (XRT not found or XRTIO_WITH_XRT=OFF)")
 endif()
