@@ -273,3 +273,45 @@ TEST_CASE("reactor: destroying the runtime with runs in flight aborts them, comp
   CHECK(late == xrtio::errc::shut_down);
   CHECK(dev(ctx).stats().started == 5);
 }
+
+TEST_CASE("reactor: destroying an io_context while its runs complete: each handler is invoked or destroyed, "
+          "exactly once, and every lease is released") {
+  sim::device_config cfg;
+  cfg.latency.jitter = 300us;
+  fixture f(cfg);
+  std::vector<rtest::vadd_set> sets;
+  for (int i = 0; i < 16; ++i) sets.push_back(make_vadd(f.ctx));
+  const int rounds = rtest::sanitized ? 20 : 60;
+  constexpr int per_round = 64;
+  std::atomic<int> invoked{0}, gone{0};
+  std::vector<int> calls(rounds * per_round, 0);
+  struct token {
+    std::atomic<int>* gone;
+    ~token() { gone->fetch_add(1); }
+  };
+  for (int round = 0; round < rounds; ++round) {
+    asio::io_context io;
+    for (int i = 0; i < per_round; ++i) {
+      std::shared_ptr<token> t(new token{&gone});
+      int id = round * per_round + i;
+      run_vadd(f.ctx, sets[i % sets.size()], {.on_conflict = xrtio::conflict_policy::wait},
+               asio::bind_executor(io, [&invoked, &calls, id, t](std::error_code, xrtio::run_result) {
+                 invoked.fetch_add(1);
+                 ++calls[id];
+               }));
+    }
+    // Let some complete, then destroy the context while others are finishing.
+    io.run_for(std::chrono::microseconds(200 + 700 * (round % 8)));
+  }
+  REQUIRE(rtest::eventually([&] { return f.rt.stats().in_flight == 0; }));
+  int total = rounds * per_round;
+  CHECK(rtest::eventually([&] { return gone.load() == total; }));  // every handler went away once
+  MESSAGE("invoked " << invoked.load() << " of " << total << " handlers; the rest were destroyed with their context");
+  CHECK(invoked.load() <= total);
+  CHECK(std::count_if(calls.begin(), calls.end(), [](int c) { return c > 1; }) == 0);
+  for (auto& v : sets) {
+    CHECK(v.a.tracker().active_count() == 0);
+    CHECK(v.c.tracker().active_count() == 0);
+    CHECK(v.c.tracker().waiting_count() == 0);
+  }
+}

@@ -60,7 +60,12 @@ TEST_CASE("reactor: every handler is called exactly once over many randomized ru
   };
 
   std::function<void()> launch_one;
+  auto last_done = rtest::clock::now();
+  auto max_gap = rtest::clock::duration::zero();
   auto on_done = [&](int id, std::error_code ec, const xrtio::run_result& r) {
+    auto now = rtest::clock::now();
+    max_gap = std::max(max_gap, now - last_done);
+    last_done = now;
     auto& me = recs[id];
     ++me.calls;
     ++finished;
@@ -106,6 +111,7 @@ TEST_CASE("reactor: every handler is called exactly once over many randomized ru
   };
 
   auto t0 = rtest::clock::now();
+  last_done = t0;
   asio::post(io, [&] {
     while (launched < total && pending.size() < window) launch_one();
   });
@@ -116,6 +122,9 @@ TEST_CASE("reactor: every handler is called exactly once over many randomized ru
                   << ", run_error " << run_error << ", range_in_use " << in_use << ", other " << other
                   << "; cancellation emits " << emits);
   for (auto& [what, n] : outcomes) MESSAGE("other outcome: " << what << " x" << n);
+  auto gap_ms = std::chrono::duration<double, std::milli>(max_gap).count();
+  MESSAGE("longest time between two completions: " << gap_ms << " ms");
+  CHECK(gap_ms < 900.0);  // no stall (e.g. a lost wake-up rescued only by the 1 s abort grace)
   CHECK(launched == total);
   CHECK(finished == total);
   int not_once = 0;

@@ -60,7 +60,10 @@ class run_op_base {
  public:
   enum class phase : std::uint8_t { waiting, on_device, aborting, finished };
   enum class abort_reason : std::uint8_t { none, timeout, cancel, shutdown };
-  enum life_state : int { pending = 0, posted = 1, orphaned = 2 };
+  // orphaned: its context shut down before the run was posted. Then whichever
+  // of the completion service (handler destroyed) and the reactor (run final)
+  // gets there second frees the op: handler_gone / reactor_done mark the first.
+  enum life_state : int { pending = 0, posted = 1, orphaned = 2, handler_gone = 3, reactor_done = 4 };
 
   struct vtable {
     bool (*same_executor)(const run_op_base*, const run_op_base*) noexcept;
@@ -122,11 +125,13 @@ inline void completion_service::shutdown() {
     for (auto* op = registry_->head; op;) {
       auto* n = op->reg_next;
       int expected = run_op_base::pending;
+      op->reg_prev = op->reg_next = nullptr;
       if (op->life.compare_exchange_strong(expected, run_op_base::orphaned)) {
-        op->batch_next = orphans;
+        // Linked through reg_next, not batch_next: the reactor may be
+        // grouping this op into a batch right now.
+        op->reg_next = orphans;
         orphans = op;
       }
-      op->reg_prev = op->reg_next = nullptr;
       op = n;
     }
     registry_->head = nullptr;
@@ -135,9 +140,11 @@ inline void completion_service::shutdown() {
   }
   // Outside the lock: destroying a handler may destroy a coroutine frame.
   while (orphans) {
-    auto* n = orphans->batch_next;
-    orphans->vt().destroy_handler(orphans);
-    orphans = n;
+    auto* op = orphans;
+    orphans = op->reg_next;
+    op->reg_next = nullptr;
+    op->vt().destroy_handler(op);
+    if (op->life.exchange(run_op_base::handler_gone) == run_op_base::reactor_done) op->vt().free(op);
   }
 }
 
@@ -231,7 +238,16 @@ class run_op final : public run_op_base {
  private:
   static bool same_executor(const run_op_base* a, const run_op_base* b) noexcept {
     if (&a->vt() != &b->vt()) return false;
-    return *static_cast<const run_op*>(a)->work_ == *static_cast<const run_op*>(b)->work_;
+    // Equal executors share a context, hence a registry. Under its lock a
+    // pending op's executor cannot be destroyed by the context's shutdown.
+    if (a->registry != b->registry) return false;
+    auto compare = [&] {
+      return *static_cast<const run_op*>(a)->work_ == *static_cast<const run_op*>(b)->work_;
+    };
+    if (!a->registry) return compare();
+    std::lock_guard lock(a->registry->mutex);
+    if (a->life.load() != pending || b->life.load() != pending) return false;
+    return compare();
   }
 
   // Invoked on the handler's executor: free the op first (Asio's rule,
@@ -302,8 +318,10 @@ class run_op final : public run_op_base {
           *tail = o;
           tail = reinterpret_cast<run_op**>(&o->batch_next);
         } else {
+          // Orphaned: free it if its handler is gone already, else the
+          // completion service will once it has destroyed the handler.
           o->batch_next = nullptr;
-          destroy(o);  // orphaned: its handler is gone already
+          if (o->life.exchange(reactor_done) == handler_gone) destroy(o);
         }
         o = n;
       }
