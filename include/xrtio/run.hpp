@@ -101,6 +101,7 @@ void to_slot(arg_slot& s, T&& a) {
 }
 
 class abort_ticket;
+struct prepared_state;
 
 /// The part of a run shared by the synchronous handle and the asynchronous
 /// operation: its kernel, arguments, leases and native run. Storage for the
@@ -121,13 +122,19 @@ class run_core {
   acquire_status acquire(std::string* why, const access_waiter* waiter = nullptr) noexcept;
   void withdraw(const void* owner) noexcept { access_tracker::withdraw(reqs_, owner); }
   /// Makes (or reuses) the native run, binds the arguments, submits. Throws.
+  /// For a prepared run: submits the run bound once by prepare().
   void start();
+  /// Binds every argument into `r` (set_arg). Throws.
+  void bind(backend::native_run& r);
+  /// Executes the prepared run `p` instead: its arguments, requests and
+  /// native run (bound once); release() marks it free for the next execution.
+  void use_prepared(std::shared_ptr<prepared_state> p) noexcept;
   /// Leases, then the native run. Only once the device let go (invariant 2).
   void release() noexcept;
   /// Keeps run, buffers and leases for good (invariant 5).
   void retain(std::shared_ptr<abort_ticket> ticket) noexcept;
 
-  backend::native_run* native() const noexcept { return run_.get(); }
+  backend::native_run* native() const noexcept;
   const xrtio::kernel& kernel() const noexcept { return kernel_; }
   bool leased() const noexcept { return leased_; }
   std::chrono::steady_clock::time_point submitted() const noexcept { return submitted_; }
@@ -138,6 +145,7 @@ class run_core {
   std::span<arg_slot> slots_;
   std::span<access_request> reqs_;
   backend::native_run_ptr run_;
+  std::shared_ptr<prepared_state> prepared_;
   bool leased_ = false;
   std::chrono::steady_clock::time_point submitted_{};
 };

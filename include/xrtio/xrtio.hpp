@@ -6,6 +6,7 @@
 #include "xrtio/context.hpp"
 #include "xrtio/error.hpp"
 #include "xrtio/memory_budget.hpp"
+#include "xrtio/prepared.hpp"
 #include "xrtio/run.hpp"
 #include "xrtio/run_state.hpp"
 #include "xrtio/runtime.hpp"

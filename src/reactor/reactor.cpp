@@ -207,6 +207,7 @@ void reactor::push(run_op_base* op) noexcept {
 }
 
 void reactor::reject(run_op_base* op, std::error_code ec) noexcept {
+  op->core.release();  // never started: no leases; frees a prepared run for its next execution
   op->ec = ec;
   op->result = {};
   op->ph = run_op_base::phase::finished;

@@ -5,6 +5,7 @@
 
 #include "xrtio/detail/abort_ticket.hpp"
 #include "xrtio/error.hpp"
+#include "xrtio/prepared.hpp"
 #include "xrtio/run.hpp"
 
 namespace xrtio {
@@ -19,7 +20,9 @@ struct retained_record {
   std::vector<xrtio::buffer> buffers;
   std::vector<access_request> reqs;
   backend::native_run_ptr run;
+  std::shared_ptr<prepared_state> prepared;  // a retained execution of a prepared run
   std::shared_ptr<abort_ticket> ticket;
+  backend::native_run* native() const noexcept { return run ? run.get() : prepared ? prepared->run.get() : nullptr; }
 };
 struct retained_registry {
   std::mutex mutex;
@@ -90,14 +93,31 @@ acquire_status run_core::acquire(std::string* why, const access_waiter* waiter) 
   return st;
 }
 
-void run_core::start() {
-  if (!run_) run_ = kernel_.native().make_run();
+backend::native_run* run_core::native() const noexcept { return prepared_ ? prepared_->run.get() : run_.get(); }
+
+void run_core::bind(backend::native_run& r) {
   unsigned i = 0;
   for (auto& s : slots_) {
-    if (s.buffer) run_->set_arg(i, *s.buffer.state()->native);
-    else run_->set_arg(i, s.scalar.data(), s.scalar_size);
+    if (s.buffer) r.set_arg(i, *s.buffer.state()->native);
+    else r.set_arg(i, s.scalar.data(), s.scalar_size);
     ++i;
   }
+}
+
+void run_core::use_prepared(std::shared_ptr<prepared_state> p) noexcept {
+  slots_ = p->slots;
+  reqs_ = p->reqs;
+  prepared_ = std::move(p);
+}
+
+void run_core::start() {
+  if (prepared_) {  // bound once by prepare(): no allocation, no set_arg
+    submitted_ = std::chrono::steady_clock::now();
+    prepared_->run->start();
+    return;
+  }
+  if (!run_) run_ = kernel_.native().make_run();
+  bind(*run_);
   submitted_ = std::chrono::steady_clock::now();
   run_->start();
 }
@@ -107,6 +127,10 @@ void run_core::release() noexcept {
   if (leased_)
     for (auto& q : reqs_) q.tracker->release(q.id);
   leased_ = false;
+  if (prepared_) {
+    prepared_->in_flight.store(false, std::memory_order_release);
+    prepared_.reset();
+  }
   run_.reset();
 }
 
@@ -115,7 +139,7 @@ run_result run_core::result(run_state s) const noexcept {
   r.state = s;
   r.submitted = submitted_;
   r.observed = std::chrono::steady_clock::now();
-  if (run_) r.device_completed = run_->device_completed_at();
+  if (auto* n = native()) r.device_completed = n->device_completed_at();
   if (r.device_completed == std::chrono::steady_clock::time_point{}) r.device_completed = r.observed;
   return r;
 }
@@ -134,6 +158,7 @@ void run_core::retain(std::shared_ptr<abort_ticket> ticket) noexcept {
         rec->reqs.push_back(q);
       }
     rec->run = std::move(run_);
+    rec->prepared = std::move(prepared_);  // stays "in flight" for good
     rec->ticket = std::move(ticket);
     reg.records.push_back(std::move(rec));
   } catch (...) {
@@ -162,7 +187,8 @@ std::size_t reap_retained() noexcept {
     for (std::size_t i = 0; i < v.size();) {
       auto& r = *v[i];
       bool abort_busy = r.ticket && r.ticket->get() == detail::abort_ticket::pending;
-      if (!abort_busy && r.run && is_final(r.run->state())) {
+      auto* n = r.native();
+      if (!abort_busy && n && is_final(n->state())) {
         done.push_back(std::move(v[i]));
         v[i] = std::move(v.back());
         v.pop_back();
@@ -174,6 +200,7 @@ std::size_t reap_retained() noexcept {
   for (auto& r : done) {
     for (auto& q : r->reqs) q.tracker->release(q.id);
     r->run.reset();
+    if (r->prepared) r->prepared->in_flight.store(false, std::memory_order_release);
   }
   return done.size();
 }
@@ -184,6 +211,7 @@ struct run_handle::impl {
   detail::sync_run_storage storage;
   detail::run_core core;
   run_result last{};
+  std::error_code error{};  // what wait() reported once final; repeated as is
   bool final = false;
   static detail::sync_run_storage make_storage(std::vector<detail::arg_slot> s) {
     std::vector<detail::access_request> reqs(s.size());
@@ -269,7 +297,9 @@ run_result run_handle::wait(std::chrono::nanoseconds timeout, std::error_code& e
   }
   auto& d = *impl_;
   if (d.final) {
-    ec = d.core.native() ? d.core.native()->final_error(d.last.state) : state_error(d.last.state);
+    // The native run is gone (released or retained): repeat the recorded
+    // outcome rather than re-deriving it from the bare state.
+    ec = d.error;
     return d.last;
   }
   auto* r = d.core.native();
@@ -290,7 +320,7 @@ run_result run_handle::wait(std::chrono::nanoseconds timeout, std::error_code& e
   if (is_final(s)) {
     d.last = d.core.result(s);
     d.final = true;
-    ec = r->final_error(s);
+    ec = d.error = r->final_error(s);
     d.core.release();
     return d.last;
   }
@@ -301,7 +331,7 @@ run_result run_handle::wait(std::chrono::nanoseconds timeout, std::error_code& e
   d.last.state = s;
   d.last.submitted = d.core.submitted();
   d.last.observed = std::chrono::steady_clock::now();
-  ec = retained ? errc::abort_failed : errc::timed_out;
+  ec = d.error = retained ? errc::abort_failed : errc::timed_out;
   if (!retained) d.core.release();
   return d.last;
 }
@@ -334,4 +364,33 @@ run_state run_handle::state() const noexcept {
   return impl_->core.native()->state();
 }
 
+}  // namespace xrtio
+
+// ---- prepared runs -----------------------------------------------------------
+
+namespace xrtio {
+namespace detail {
+prepared_state::~prepared_state() = default;
+
+std::shared_ptr<prepared_state> make_prepared(const kernel& k, std::vector<arg_slot> slots, std::size_t given,
+                                              const run_options& options) {
+  auto p = std::make_shared<prepared_state>();
+  p->kernel = k;
+  p->slots = std::move(slots);
+  p->reqs.resize(p->slots.size());
+  p->options = options;
+  run_core core(k, p->slots, p->reqs);
+  core.validate(given, options);
+  std::size_t nreq = 0;
+  for (auto& s : p->slots) nreq += s.buffer ? 1 : 0;
+  p->reqs.resize(nreq);
+  p->run = k.native().make_run();
+  core.bind(*p->run);  // once, for every execution
+  return p;
+}
+}  // namespace detail
+
+bool prepared_run::in_flight() const noexcept { return state_ && state_->in_flight.load(std::memory_order_acquire); }
+const kernel& prepared_run::kernel() const noexcept { return state_->kernel; }
+const run_options& prepared_run::options() const noexcept { return state_->options; }
 }  // namespace xrtio

@@ -1,0 +1,150 @@
+// Prepared runs (arguments bound once, executed many times) and run chains.
+#pragma once
+
+#include <asio/async_result.hpp>
+#include <asio/compose.hpp>
+#include <atomic>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "xrtio/async_run.hpp"
+
+namespace xrtio {
+
+namespace detail {
+struct prepared_state {
+  xrtio::kernel kernel;
+  std::vector<arg_slot> slots;
+  std::vector<access_request> reqs;
+  run_options options;
+  backend::native_run_ptr run;  // bound once; never destroyed before a final state (invariant 2)
+  std::atomic<bool> in_flight{false};
+  ~prepared_state();
+};
+std::shared_ptr<prepared_state> make_prepared(const kernel& k, std::vector<arg_slot> slots, std::size_t given,
+                                              const run_options& options);
+}  // namespace detail
+
+/// A run whose arguments are checked and bound once (prepare) and which
+/// executes many times (async_execute) with no allocation per execution.
+/// Leases are taken per execution, so the host may touch the buffers
+/// between executions. Cheap to copy; copies share the one native run.
+class prepared_run {
+ public:
+  prepared_run() = default;
+  /// An execution is on its way to or on the device.
+  bool in_flight() const noexcept;
+  const xrtio::kernel& kernel() const noexcept;
+  const run_options& options() const noexcept;
+  explicit operator bool() const noexcept { return state_ != nullptr; }
+  const std::shared_ptr<detail::prepared_state>& state() const noexcept { return state_; }
+
+ private:
+  template <class... Args>
+  friend prepared_run prepare(const xrtio::kernel& k, Args&&... args);
+  explicit prepared_run(std::shared_ptr<detail::prepared_state> s) noexcept : state_(std::move(s)) {}
+  std::shared_ptr<detail::prepared_state> state_;
+};
+
+/// Binds `args` (optionally followed by run_options, used for every
+/// execution) to a native run of `k`. Throws what run_core::validate throws.
+template <class... Args>
+prepared_run prepare(const xrtio::kernel& k, Args&&... args) {
+  std::vector<detail::arg_slot> slots;
+  run_options options;
+  slots.reserve(sizeof...(Args));
+  std::size_t given = 0;
+  [[maybe_unused]] auto one = [&](auto&& a) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(a)>, run_options>) {
+      options = a;
+    } else {
+      ++given;
+      detail::to_slot(slots.emplace_back(), std::forward<decltype(a)>(a));
+    }
+  };
+  (one(std::forward<Args>(args)), ...);
+  return prepared_run(detail::make_prepared(k, std::move(slots), given, options));
+}
+
+namespace detail {
+struct initiate_execute {
+  template <class Handler>
+  void operator()(Handler&& h, std::shared_ptr<prepared_state> p, const run_options& o) const {
+    using op_t = run_op<std::decay_t<Handler>, 0, 0>;
+    auto rx = reactor_for(p->kernel, o);
+    op_t* op = op_t::create(std::move(h), p->kernel);
+    op->rx = std::move(rx);
+    op->options = o;
+    auto& ctx = execution_context_of(op->executor());
+    op->registry = asio::use_service<completion_service>(ctx).registry();
+    op->registry->add(op);
+    // One execution at a time: the native run cannot be started again
+    // before its final state was observed.
+    if (p->in_flight.exchange(true, std::memory_order_acq_rel)) {
+      reactor_reject(*op->rx, op, errc::busy);
+      return;
+    }
+    op->core.use_prepared(std::move(p));
+    auto slot = asio::get_associated_cancellation_slot(op->handler());
+    if (slot.is_connected()) slot.template emplace<cancel_handler>(cancel_handler{op});
+    reactor_submit(*op->rx, op);
+  }
+};
+}  // namespace detail
+
+/// Executes `p` once, with `o` (default: the options given to prepare),
+/// completing with `void(std::error_code, run_result)`. While an execution
+/// is in flight, another completes with errc::busy. A failure reports the
+/// real final state in run_result::state. Other error codes as async_run.
+template <class Token>
+auto async_execute(const prepared_run& p, const run_options& o, Token&& token) {
+  return asio::async_initiate<Token, void(std::error_code, run_result)>(detail::initiate_execute{}, token,
+                                                                        p.state(), o);
+}
+template <class Token>
+auto async_execute(const prepared_run& p, Token&& token) {
+  return async_execute(p, p.options(), std::forward<Token>(token));
+}
+
+/// What a chain reports: how many runs completed, which one failed (npos if
+/// none), and the last run's result (the failed one's on failure).
+struct chain_result {
+  static constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
+  std::size_t completed = 0;
+  std::size_t failed_index = npos;
+  run_result last{};
+};
+
+namespace detail {
+struct chain_op {
+  std::vector<prepared_run> runs;
+  std::size_t next = 0;
+  chain_result result{};
+  template <class Self>
+  void operator()(Self& self, std::error_code ec = {}, run_result r = {}) {
+    if (next > 0) {
+      result.last = r;
+      if (ec) {
+        result.failed_index = next - 1;
+        return self.complete(ec, result);
+      }
+      ++result.completed;
+    }
+    if (next == runs.size()) return self.complete(std::error_code{}, result);
+    auto& p = runs[next++];
+    async_execute(p, p.options(), std::move(self));
+  }
+};
+}  // namespace detail
+
+/// Executes `runs` one after another (each starts when the previous one
+/// completed) as one operation that completes when the last does or the
+/// first fails, with `void(std::error_code, chain_result)`. Cancellation
+/// reaches the run in flight.
+template <class Token>
+auto async_run_chain(std::vector<prepared_run> runs, Token&& token) {
+  return asio::async_compose<Token, void(std::error_code, chain_result)>(detail::chain_op{std::move(runs)}, token);
+}
+
+}  // namespace xrtio

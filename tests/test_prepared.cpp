@@ -1,0 +1,215 @@
+// Prepared runs and chains (issue 3, item 6).
+#include <doctest/doctest.h>
+
+#include <asio.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "xrtio/xrtio.hpp"
+
+using namespace std::chrono_literals;
+constexpr auto as_tuple = asio::experimental::as_tuple(asio::use_awaitable);
+
+namespace {
+struct fixture {
+  xrtio::runtime rt;
+  std::shared_ptr<xrtio::sim::device> dev;
+  xrtio::context ctx;
+  explicit fixture(xrtio::sim::device_config cfg = {}) : dev(xrtio::sim::make_device(std::move(cfg))), ctx(dev) {
+    ctx.bind(rt);
+  }
+};
+std::vector<std::uint32_t> read_u32(const xrtio::buffer& b, std::size_t n) {
+  std::vector<std::uint32_t> v(n);
+  b.read(std::span<std::uint32_t>(v));
+  return v;
+}
+}  // namespace
+
+TEST_CASE("prepared run executes many times with arguments bound once, host access between executions") {
+  fixture f;
+  auto a = f.ctx.alloc(64), b = f.ctx.alloc(64), c = f.ctx.alloc(64);
+  auto p = xrtio::prepare(f.ctx.kernel("vadd"), xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{16});
+  asio::io_context io;
+  int done = 0;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    for (std::uint32_t round = 1; round <= 5; ++round) {
+      std::vector<std::uint32_t> va(16, round), vb(16, 100);
+      a.write(std::span<const std::uint32_t>(va));  // leases are per execution: host may write between
+      b.write(std::span<const std::uint32_t>(vb));
+      auto [ec, r] = co_await xrtio::async_execute(p, as_tuple);
+      CHECK(!ec);
+      CHECK(r.state == xrtio::run_state::completed);
+      CHECK(read_u32(c, 16)[7] == 100 + round);
+      ++done;
+    }
+  }, asio::detached);
+  io.run();
+  CHECK(done == 5);
+  CHECK(f.dev->stats().started == 5);
+  CHECK_FALSE(p.in_flight());
+}
+
+TEST_CASE("prepared run rejects a second execution while one is in flight with errc::busy") {
+  xrtio::sim::device_config cfg;
+  cfg.latency.fixed = 20ms;
+  fixture f(cfg);
+  auto out = f.ctx.alloc(8), in = f.ctx.alloc(64);
+  auto p = xrtio::prepare(f.ctx.kernel("checksum"), xrtio::in(in), xrtio::out(out), std::uint32_t{64});
+  asio::io_context io;
+  std::error_code first{xrtio::errc::io_error}, second{xrtio::errc::io_error};
+  xrtio::async_execute(p, [&](std::error_code ec, xrtio::run_result) { first = ec; });
+  CHECK(p.in_flight());
+  xrtio::async_execute(p, asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) { second = ec; }));
+  io.run();
+  CHECK(second == xrtio::errc::busy);
+  // The first completes through the system executor.
+  for (int i = 0; i < 500 && first == xrtio::errc::io_error; ++i) std::this_thread::sleep_for(2ms);
+  CHECK(!first);
+  CHECK(f.dev->stats().started == 1);
+}
+
+TEST_CASE("prepared run failure reports the real final state, and the next execution works") {
+  fixture f;
+  f.dev->add_fault({.kernel = "vadd", .run_number = 1, .what = xrtio::sim::fault::fail});
+  auto a = f.ctx.alloc(64), c = f.ctx.alloc(64);
+  auto p = xrtio::prepare(f.ctx.kernel("vadd"), xrtio::in(a), xrtio::in(a), xrtio::out(c), std::uint32_t{16});
+  asio::io_context io;
+  std::vector<std::pair<std::error_code, xrtio::run_state>> seen;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < 2; ++i) {
+      auto [ec, r] = co_await xrtio::async_execute(p, as_tuple);
+      seen.emplace_back(ec, r.state);
+    }
+  }, asio::detached);
+  io.run();
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].first == xrtio::errc::run_error);
+  CHECK(seen[0].second == xrtio::run_state::error);
+  CHECK(!seen[1].first);
+  CHECK(seen[1].second == xrtio::run_state::completed);
+}
+
+TEST_CASE("prepared run: a conflicting host lease fails the execution and frees it for the next") {
+  fixture f;
+  auto in = f.ctx.alloc(64), out = f.ctx.alloc(8);
+  auto p = xrtio::prepare(f.ctx.kernel("checksum"), xrtio::in(in), xrtio::out(out), std::uint32_t{64});
+  // A hung run writing `out` holds the range.
+  f.dev->add_fault({.kernel = "checksum", .run_number = 1, .what = xrtio::sim::fault::hang, .duration = 30ms});
+  auto h = xrtio::start(f.ctx.kernel("checksum"), xrtio::in(in), xrtio::out(out), std::uint32_t{64});
+  asio::io_context io;
+  std::error_code ec1, ec2;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    auto [e1, r1] = co_await xrtio::async_execute(p, as_tuple);
+    ec1 = e1;
+    h.wait();
+    auto [e2, r2] = co_await xrtio::async_execute(p, as_tuple);
+    ec2 = e2;
+  }, asio::detached);
+  io.run();
+  CHECK(ec1 == xrtio::errc::range_in_use);
+  CHECK(!ec2);
+}
+
+TEST_CASE("prepared run timeout aborts and reports timed_out with the real state") {
+  fixture f;
+  f.dev->add_fault({.kernel = "noop", .what = xrtio::sim::fault::hang});
+  auto p = xrtio::prepare(f.ctx.kernel("noop"), xrtio::run_options{.timeout = 5ms});
+  asio::io_context io;
+  std::error_code ec;
+  xrtio::run_result res;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    auto [e, r] = co_await xrtio::async_execute(p, as_tuple);
+    ec = e;
+    res = r;
+  }, asio::detached);
+  io.run();
+  CHECK(ec == xrtio::errc::timed_out);
+  CHECK(res.state == xrtio::run_state::abort);
+  CHECK_FALSE(p.in_flight());
+}
+
+namespace {
+std::atomic<std::uint64_t> g_news{0};
+std::atomic<bool> g_count{false};
+}  // namespace
+void* operator new(std::size_t n) {
+  if (g_count.load(std::memory_order_relaxed)) g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+TEST_CASE("prepared run executions allocate nothing in steady state (use_awaitable)") {
+  fixture f;
+  auto in = f.ctx.alloc(64), out = f.ctx.alloc(8);
+  auto p = xrtio::prepare(f.ctx.kernel("checksum"), xrtio::in(in), xrtio::out(out), std::uint32_t{64});
+  asio::io_context io(1);
+  std::uint64_t allocs = 0;
+  int failures = 0;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < 500; ++i) co_await xrtio::async_execute(p, as_tuple);  // warm-up, same token as measured
+    g_news = 0;
+    g_count = true;
+    for (int i = 0; i < 5000; ++i) {
+      auto [ec, r] = co_await xrtio::async_execute(p, as_tuple);
+      if (ec) ++failures;
+    }
+    g_count = false;
+    allocs = g_news.load();
+  }, asio::detached);
+  io.run();
+  CHECK(failures == 0);
+  MESSAGE("heap allocations over 5000 prepared executions: " << allocs);
+  CHECK(allocs == 0);
+}
+
+TEST_CASE("chain runs in order and completes when the last does") {
+  fixture f;
+  auto a = f.ctx.alloc(64), b = f.ctx.alloc(64), c = f.ctx.alloc(64), d = f.ctx.alloc(64);
+  std::vector<std::uint32_t> ones(16, 1);
+  a.write(std::span<const std::uint32_t>(ones));
+  b.write(std::span<const std::uint32_t>(ones));
+  auto k = f.ctx.kernel("vadd");
+  // c = a + b; d = c + a; c = d + d  (each depends on the previous)
+  std::vector<xrtio::prepared_run> chain{
+      xrtio::prepare(k, xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{16}),
+      xrtio::prepare(k, xrtio::in(c), xrtio::in(a), xrtio::out(d), std::uint32_t{16}),
+      xrtio::prepare(k, xrtio::in(d), xrtio::in(d), xrtio::out(c), std::uint32_t{16})};
+  asio::io_context io;
+  std::error_code ec{xrtio::errc::io_error};
+  xrtio::chain_result res;
+  xrtio::async_run_chain(chain, asio::bind_executor(io, [&](std::error_code e, xrtio::chain_result r) {
+                           ec = e;
+                           res = r;
+                         }));
+  io.run();
+  CHECK(!ec);
+  CHECK(res.completed == 3);
+  CHECK(res.failed_index == xrtio::chain_result::npos);
+  CHECK(read_u32(c, 16)[0] == 6);
+}
+
+TEST_CASE("chain stops at the first failure and names it") {
+  fixture f;
+  f.dev->add_fault({.kernel = "noop", .run_number = 2, .what = xrtio::sim::fault::fail});
+  auto k = f.ctx.kernel("noop");
+  std::vector<xrtio::prepared_run> chain{xrtio::prepare(k), xrtio::prepare(k), xrtio::prepare(k)};
+  asio::io_context io;
+  std::error_code ec;
+  xrtio::chain_result res;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    auto [e, r] = co_await xrtio::async_run_chain(chain, as_tuple);
+    ec = e;
+    res = r;
+  }, asio::detached);
+  io.run();
+  CHECK(ec == xrtio::errc::run_error);
+  CHECK(res.completed == 1);
+  CHECK(res.failed_index == 1);
+  CHECK(res.last.state == xrtio::run_state::error);
+  CHECK(f.dev->stats().started == 2);  // the third never ran
+}
