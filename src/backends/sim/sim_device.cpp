@@ -252,8 +252,8 @@ class sim_device_impl final : public device {
     r->stop_.store(false, std::memory_order_relaxed);
     r->state_.store(run_state::queued, std::memory_order_release);
     if (r->fault_.what == fault::device_lost) {
+      r->lost_ = true;  // before finish() publishes the state: final_error() reads it without the lock
       finish(r, run_state::no_response);
-      r->lost_ = true;
       lose_locked();
       return;
     }
