@@ -1,1 +1,551 @@
 #include <doctest/doctest.h>
+
+// The simulated device: real kernel results, the latency model, fault
+// injection, the ERT state machine, and argument checks at submission.
+
+#include <poll.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "xrtio/context.hpp"
+#include "xrtio/error.hpp"
+#include "xrtio/run.hpp"
+#include "xrtio/sim.hpp"
+
+using namespace std::chrono_literals;
+using xrtio::errc;
+using xrtio::run_state;
+namespace sim = xrtio::sim;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+template <class F>
+std::string error_of(F&& f, errc want) {
+  try {
+    f();
+  } catch (const xrtio::error& e) {
+    CHECK_MESSAGE(e.code() == xrtio::make_error_code(want), "got ", e.code().message(), ": ", e.what());
+    return e.what();
+  }
+  FAIL("expected xrtio::error(", xrtio::make_error_code(want).message(), ")");
+  return {};
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+#define CHECK_CONTAINS(s, part) CHECK_MESSAGE(contains((s), (part)), "\"", (s), "\" lacks \"", (part), "\"")
+
+sim::device& device_of(const xrtio::context& ctx) { return static_cast<sim::device&>(ctx.native()); }
+
+template <class T>
+xrtio::buffer upload(xrtio::context& ctx, const std::vector<T>& v) {
+  auto b = ctx.alloc(v.size() * sizeof(T));
+  b.write(std::span<const T>(v));
+  return b;
+}
+template <class T>
+std::vector<T> download(const xrtio::buffer& b, std::size_t n) {
+  std::vector<T> v(n);
+  b.read(std::span<T>(v));
+  return v;
+}
+
+sim::device_config with_fault(sim::fault_rule r) {
+  sim::device_config c;
+  c.faults.push_back(std::move(r));
+  return c;
+}
+
+// Polls until `pred` or `limit` passes.
+template <class P>
+bool eventually(P&& pred, std::chrono::milliseconds limit = 5000ms) {
+  auto until = clk::now() + limit;
+  while (!pred()) {
+    if (clk::now() > until) return false;
+    std::this_thread::sleep_for(200us);
+  }
+  return true;
+}
+
+// Runs vadd on 16 elements with fresh buffers; returns its handle.
+xrtio::run_handle start_vadd(xrtio::context& ctx, xrtio::buffer* out = nullptr) {
+  auto a = ctx.alloc(64), b = ctx.alloc(64), c = ctx.alloc(64);
+  if (out) *out = c;
+  return xrtio::start(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{16});
+}
+
+}  // namespace
+
+// ---- builtin kernels compute real results ----------------------------------------
+
+TEST_CASE("sim: vadd adds u32 vectors element-wise wrapping on overflow") {
+  auto ctx = sim::open();
+  constexpr std::uint32_t n = 1000;
+  std::mt19937 rng(1);
+  std::vector<std::uint32_t> a(n), b(n);
+  for (auto& x : a) x = rng();
+  for (auto& x : b) x = rng();
+  a[0] = 0xffffffffu;
+  b[0] = 2;
+  auto ba = upload(ctx, a), bb = upload(ctx, b);
+  auto bc = ctx.alloc(n * 4 + 16);
+  std::vector<std::uint32_t> sentinel(4, 0xabababab);
+  bc.write(std::span<const std::uint32_t>(sentinel), n * 4);
+  auto h = xrtio::start(ctx.kernel("vadd"), xrtio::in(ba), xrtio::in(bb), xrtio::out(bc), n);
+  auto r = h.wait(10s);
+  CHECK(r.ok());
+  CHECK(r.state == run_state::completed);
+  auto c = download<std::uint32_t>(bc, n + 4);
+  CHECK(c[0] == 1u);
+  for (std::uint32_t i = 0; i < n; ++i) REQUIRE(c[i] == a[i] + b[i]);
+  for (std::uint32_t i = n; i < n + 4; ++i) CHECK(c[i] == 0xababababu);  // only n elements written
+}
+
+TEST_CASE("sim: scale multiplies f32 by the factor") {
+  auto ctx = sim::open();
+  constexpr std::uint32_t n = 257;
+  std::vector<float> in(n);
+  for (std::uint32_t i = 0; i < n; ++i) in[i] = static_cast<float>(i) * 0.5f - 20.0f;
+  auto bi = upload(ctx, in);
+  auto bo = ctx.alloc(n * 4);
+  xrtio::start(ctx.kernel("scale"), xrtio::in(bi), xrtio::out(bo), 2.5f, n).wait(10s);
+  auto out = download<float>(bo, n);
+  for (std::uint32_t i = 0; i < n; ++i) REQUIRE(out[i] == in[i] * 2.5f);
+}
+
+TEST_CASE("sim: checksum is FNV-1a 64 of the first n bytes") {
+  auto ctx = sim::open();
+  std::vector<std::uint8_t> data(1000);
+  std::mt19937 rng(7);
+  for (auto& x : data) x = static_cast<std::uint8_t>(rng());
+  auto fnv = [](const std::uint8_t* p, std::size_t n) {
+    std::uint64_t h = 14695981039346656037ull;
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+  };
+  auto in = upload(ctx, data);
+  auto out = ctx.alloc(8);
+  xrtio::start(ctx.kernel("checksum"), xrtio::in(in), xrtio::out(out), std::uint32_t{777}).wait(10s);
+  CHECK(download<std::uint64_t>(out, 1)[0] == fnv(data.data(), 777));
+  // Known vector: FNV-1a 64 of "a".
+  auto one = upload(ctx, std::vector<std::uint8_t>{'a'});
+  xrtio::start(ctx.kernel("checksum"), xrtio::in(one), xrtio::out(out), std::uint32_t{1}).wait(10s);
+  CHECK(download<std::uint64_t>(out, 1)[0] == 0xaf63dc4c8601ec8cull);
+  // n = 0: the offset basis.
+  xrtio::start(ctx.kernel("checksum"), xrtio::in(one), xrtio::out(out), std::uint32_t{0}).wait(10s);
+  CHECK(download<std::uint64_t>(out, 1)[0] == 0xcbf29ce484222325ull);
+}
+
+TEST_CASE("sim: matmul multiplies row-major f32 matrices like a reference loop") {
+  auto ctx = sim::open();
+  constexpr std::uint32_t m = 7, n = 5, k = 9;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+  std::vector<float> a(m * k), b(k * n);
+  for (auto& x : a) x = d(rng);
+  for (auto& x : b) x = d(rng);
+  auto ba = upload(ctx, a), bb = upload(ctx, b);
+  auto bc = ctx.alloc(m * n * 4);
+  xrtio::start(ctx.kernel("matmul"), xrtio::in(ba), xrtio::in(bb), xrtio::out(bc), m, n, k).wait(10s);
+  auto c = download<float>(bc, m * n);
+  for (std::uint32_t i = 0; i < m; ++i)
+    for (std::uint32_t j = 0; j < n; ++j) {
+      double ref = 0;
+      for (std::uint32_t p = 0; p < k; ++p) ref += double(a[i * k + p]) * double(b[p * n + j]);
+      CHECK(c[i * n + j] == doctest::Approx(ref).epsilon(1e-4));
+    }
+}
+
+TEST_CASE("sim: noop completes") {
+  auto ctx = sim::open();
+  auto r = xrtio::start(ctx.kernel("noop")).wait(10s);
+  CHECK(r.state == run_state::completed);
+  CHECK(device_of(ctx).stats().completed == 1);
+  CHECK(device_of(ctx).stats().started == 1);
+}
+
+TEST_CASE("sim: a kernel whose n does not fit its buffers ends in ERROR without touching memory") {
+  auto ctx = sim::open();
+  auto a = ctx.alloc(64), b = ctx.alloc(64), c = ctx.alloc(64);
+  auto h = xrtio::start(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{17});
+  auto msg = error_of([&] { h.wait(10s); }, errc::run_error);
+  CHECK_CONTAINS(msg, "vadd");
+  CHECK_CONTAINS(msg, "ERROR");
+  CHECK(h.result().state == run_state::error);
+  CHECK(device_of(ctx).stats().failed == 1);
+}
+
+TEST_CASE("sim: a user kernel sees its arguments and run number and a throwing kernel ends in ERROR") {
+  sim::device_config cfg;
+  std::atomic<std::uint64_t> seen_number{0};
+  std::atomic<unsigned> seen_args{0};
+  cfg.kernels.push_back(sim::kernel_def{
+      "fill",
+      {{"out", xrtio::backend::arg_kind::buffer, 0, 0}, {"value", xrtio::backend::arg_kind::scalar, 2, 0}},
+      [&](sim::kernel_call& c) {
+        seen_number = c.run_number();
+        seen_args = c.arg_count();
+        auto v = c.scalar<std::uint16_t>(1);
+        for (auto& x : c.buffer_as<std::uint16_t>(0)) x = v;
+        if (v == 0xdead) (void)c.scalar<std::uint32_t>(1);  // wrong width: throws argument_kind
+      }});
+  auto ctx = sim::open(cfg);
+  auto out = ctx.alloc(32);
+  xrtio::start(ctx.kernel("fill"), out, std::uint16_t{0x1234}).wait(10s);
+  CHECK(seen_number == 1);
+  CHECK(seen_args == 2);
+  for (auto x : download<std::uint16_t>(out, 16)) CHECK(x == 0x1234);
+  auto h = xrtio::start(ctx.kernel("fill"), out, std::uint16_t{0xdead});
+  error_of([&] { h.wait(10s); }, errc::run_error);
+  CHECK(seen_number == 2);
+}
+
+// ---- latency model -------------------------------------------------------------
+
+TEST_CASE("sim: a fixed 20 ms latency run is not final after 1 ms and completes later") {
+  sim::device_config cfg;
+  cfg.latency.fixed = 20ms;
+  auto ctx = sim::open(cfg);
+  xrtio::buffer c;
+  auto t0 = clk::now();
+  auto h = start_vadd(ctx, &c);
+  std::this_thread::sleep_for(1ms);
+  if (clk::now() - t0 < 15ms) CHECK_FALSE(xrtio::is_final(h.state()));  // guard against a stalled host
+  auto r = h.wait(10s);
+  CHECK(r.ok());
+  CHECK(clk::now() - t0 >= 20ms);
+  CHECK(r.device_completed - r.submitted >= 20ms);
+  CHECK(r.submitted <= r.device_completed);
+  CHECK(r.device_completed <= r.observed);
+}
+
+TEST_CASE("sim: per-byte latency scales with the bytes of the buffer arguments") {
+  sim::device_config cfg;
+  cfg.latency.ns_per_byte = 10000.0;  // 3 x 1024 bytes: ~30 ms
+  auto ctx = sim::open(cfg);
+  auto a = ctx.alloc(1024), b = ctx.alloc(1024), c = ctx.alloc(1024);
+  auto r = xrtio::start(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{1}).wait(10s);
+  CHECK(r.device_completed - r.submitted >= 30ms);
+  auto quick = xrtio::start(ctx.kernel("noop")).wait(10s);  // no buffers: no per-byte time
+  CHECK(quick.ok());
+}
+
+// ---- fault injection ---------------------------------------------------------------
+
+TEST_CASE("sim: fault::fail ends the run in ERROR: wait throws run_error and the kernel did not run") {
+  auto ctx = sim::open(with_fault({.kernel = "vadd", .what = sim::fault::fail}));
+  auto a = upload(ctx, std::vector<std::uint32_t>(16, 1));
+  auto c = ctx.alloc(64);
+  auto h = xrtio::start(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(a), xrtio::out(c), std::uint32_t{16});
+  std::error_code ec;
+  auto r = h.wait(10s, ec);
+  CHECK(ec == errc::run_error);
+  CHECK(r.state == run_state::error);
+  CHECK(h.result().state == run_state::error);
+  CHECK(h.state() == run_state::error);
+  error_of([&] { h.wait(); }, errc::run_error);  // asking again reports the same final state
+  for (auto x : download<std::uint32_t>(c, 16)) CHECK(x == 0u);
+  CHECK(device_of(ctx).stats().failed == 1);
+  // Other kernels are unaffected.
+  CHECK(xrtio::start(ctx.kernel("noop")).wait(10s).ok());
+}
+
+TEST_CASE("sim: faults hit only the run number they name") {
+  auto ctx = sim::open(with_fault({.kernel = "", .run_number = 2, .what = sim::fault::fail}));
+  CHECK(xrtio::start(ctx.kernel("noop")).wait(10s).ok());
+  error_of([&] { xrtio::start(ctx.kernel("noop")).wait(10s); }, errc::run_error);
+  CHECK(xrtio::start(ctx.kernel("noop")).wait(10s).ok());
+  auto s = device_of(ctx).stats();
+  CHECK(s.started == 3);
+  CHECK(s.completed == 2);
+  CHECK(s.failed == 1);
+}
+
+TEST_CASE("sim: faults hit only the kernel they name and add_fault and fault_selector apply to later runs") {
+  sim::device_config cfg;
+  cfg.faults.push_back({.kernel = "scale", .what = sim::fault::fail});
+  cfg.fault_selector = [](std::string_view kernel, std::uint64_t n) {
+    sim::fault_rule r;
+    if (kernel == "noop" && n == 3) r.what = sim::fault::fail;
+    return r;
+  };
+  auto ctx = sim::open(cfg);
+  CHECK(start_vadd(ctx).wait(10s).ok());                  // run 1
+  CHECK(xrtio::start(ctx.kernel("noop")).wait(10s).ok());  // run 2
+  error_of([&] { xrtio::start(ctx.kernel("noop")).wait(10s); }, errc::run_error);  // run 3: selector
+  device_of(ctx).add_fault({.kernel = "noop", .what = sim::fault::fail});
+  error_of([&] { xrtio::start(ctx.kernel("noop")).wait(10s); }, errc::run_error);
+  CHECK(start_vadd(ctx).wait(10s).ok());
+  auto in = ctx.alloc(64), out = ctx.alloc(64);
+  error_of([&] { xrtio::start(ctx.kernel("scale"), xrtio::in(in), xrtio::out(out), 1.0f, std::uint32_t{16}).wait(10s); },
+           errc::run_error);
+}
+
+TEST_CASE("sim: fault::hang keeps the run RUNNING until a timeout aborts it (timed_out and state ABORT)") {
+  auto ctx = sim::open(with_fault({.kernel = "vadd", .what = sim::fault::hang}));
+  auto h = start_vadd(ctx);
+  CHECK(eventually([&] { return h.state() == run_state::running; }));
+  auto t0 = clk::now();
+  auto msg = error_of([&] { h.wait(20ms); }, errc::timed_out);
+  CHECK(clk::now() - t0 >= 20ms);
+  CHECK_CONTAINS(msg, "vadd");
+  CHECK_CONTAINS(msg, "20000000 ns");
+  CHECK(h.result().state == run_state::abort);
+  CHECK(h.state() == run_state::abort);
+  CHECK(device_of(ctx).stats().aborted == 1);
+}
+
+TEST_CASE("sim: a timed hang completes by itself after its duration with real results") {
+  auto ctx = sim::open(with_fault({.kernel = "vadd", .what = sim::fault::hang, .duration = 10ms}));
+  auto a = upload(ctx, std::vector<std::uint32_t>(16, 3));
+  auto c = ctx.alloc(64);
+  auto h = xrtio::start(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(a), xrtio::out(c), std::uint32_t{16});
+  CHECK(h.wait(10s).ok());
+  for (auto x : download<std::uint32_t>(c, 16)) CHECK(x == 6u);
+}
+
+TEST_CASE("sim: fault::refuse_abort makes a timed-out wait fail with abort_failed and retain the run") {
+  auto before = xrtio::retained_runs();
+  auto ctx = sim::open(with_fault({.kernel = "vadd", .what = sim::fault::refuse_abort, .duration = 60ms}));
+  auto h = start_vadd(ctx);
+  CHECK(eventually([&] { return h.state() == run_state::running; }));
+  auto msg = error_of([&] { h.wait(5ms); }, errc::abort_failed);
+  CHECK_CONTAINS(msg, "retained");
+  CHECK(xrtio::retained_runs() == before + 1);
+  CHECK(device_of(ctx).stats().abort_refused == 1);
+  CHECK_FALSE(xrtio::is_final(h.result().state));
+  // Once the device finishes the run, reaping lets it go.
+  CHECK(eventually([&] {
+    xrtio::reap_retained();
+    return xrtio::retained_runs() == before;
+  }));
+}
+
+TEST_CASE("sim: fault::slow_abort takes abort_delay and then the abort succeeds (timed_out)") {
+  auto ctx = sim::open(with_fault({.kernel = "vadd", .what = sim::fault::slow_abort, .abort_delay = 30ms}));
+  auto h = start_vadd(ctx);
+  CHECK(eventually([&] { return h.state() == run_state::running; }));
+  auto t0 = clk::now();
+  error_of([&] { h.wait(1ms); }, errc::timed_out);
+  CHECK(clk::now() - t0 >= 30ms);
+  CHECK(h.result().state == run_state::abort);
+  CHECK(device_of(ctx).stats().aborted == 1);
+  CHECK(device_of(ctx).stats().abort_refused == 0);
+}
+
+TEST_CASE("sim: fault::device_lost ends the run and every in-flight run with device_lost and later starts fail") {
+  sim::device_config cfg;
+  cfg.faults.push_back({.kernel = "vadd", .what = sim::fault::device_lost});
+  cfg.faults.push_back({.kernel = "scale", .what = sim::fault::hang});
+  auto ctx = sim::open(cfg);
+  auto in = ctx.alloc(64), out = ctx.alloc(64);
+  auto hung = xrtio::start(ctx.kernel("scale"), xrtio::in(in), xrtio::out(out), 1.0f, std::uint32_t{16});
+  auto lost = start_vadd(ctx);
+  std::error_code ec;
+  auto r = lost.wait(10s, ec);
+  CHECK(ec == errc::device_lost);
+  CHECK(r.state == run_state::no_response);
+  r = hung.wait(10s, ec);
+  CHECK(ec == errc::device_lost);
+  CHECK(r.state == run_state::no_response);
+  lost.wait(1s, ec);
+  CHECK(ec == errc::device_lost);  // asking again gives the same answer
+  auto msg = error_of([&] { xrtio::start(ctx.kernel("noop")); }, errc::device_lost);
+  CHECK_CONTAINS(msg, "noop");
+  error_of([&] { ctx.alloc(64); }, errc::device_lost);
+  // The failed start left no lease behind.
+  CHECK(in.tracker().active_count() == 0);
+}
+
+TEST_CASE("sim: device::lose() ends in-flight runs with device_lost") {
+  auto ctx = sim::open(with_fault({.kernel = "vadd", .what = sim::fault::hang}));
+  auto h = start_vadd(ctx);
+  CHECK(eventually([&] { return h.state() == run_state::running; }));
+  device_of(ctx).lose();
+  error_of([&] { h.wait(10s); }, errc::device_lost);
+  error_of([&] { start_vadd(ctx); }, errc::device_lost);
+}
+
+// ---- ERT state machine ---------------------------------------------------------------
+
+TEST_CASE("sim: a run goes queued then running then completed") {
+  sim::device_config cfg;
+  cfg.latency.fixed = 20ms;
+  cfg.faults.push_back({.kernel = "vadd", .what = sim::fault::hang, .duration = 30ms});
+  auto ctx = sim::open(cfg);
+  auto h = start_vadd(ctx);
+  std::vector<run_state> seen{h.state()};
+  auto until = clk::now() + 10s;
+  while (!xrtio::is_final(seen.back()) && clk::now() < until) {
+    auto s = h.state();
+    if (s != seen.back()) seen.push_back(s);
+    std::this_thread::sleep_for(100us);
+  }
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[0] == run_state::queued);
+  CHECK(seen[1] == run_state::running);
+  CHECK(seen[2] == run_state::completed);
+  CHECK(h.wait(1s).ok());
+}
+
+TEST_CASE("sim: aborting a queued run (long latency) ends it in ABORT without running the kernel") {
+  sim::device_config cfg;
+  cfg.latency.fixed = 10s;
+  auto ctx = sim::open(cfg);
+  xrtio::buffer c;
+  auto h = start_vadd(ctx, &c);
+  CHECK(h.state() == run_state::queued);
+  auto t0 = clk::now();
+  error_of([&] { h.wait(2ms); }, errc::timed_out);
+  CHECK(clk::now() - t0 < 5s);  // the abort did not wait for the latency
+  CHECK(h.result().state == run_state::abort);
+  auto s = device_of(ctx).stats();
+  CHECK(s.aborted == 1);
+  CHECK(s.completed == 0);
+  CHECK_NOTHROW(c.write(std::span<const std::uint32_t>(std::vector<std::uint32_t>(16, 1))));
+}
+
+TEST_CASE("sim: aborting a running hung run ends it in ABORT") {
+  auto ctx = sim::open(with_fault({.kernel = "vadd", .what = sim::fault::hang}));
+  auto h = start_vadd(ctx);
+  CHECK(eventually([&] { return h.state() == run_state::running; }));
+  error_of([&] { h.wait(1ms); }, errc::timed_out);
+  CHECK(h.state() == run_state::abort);
+  CHECK(device_of(ctx).stats().aborted == 1);
+}
+
+TEST_CASE("sim: a pooled native run is reused for later runs of the same kernel") {
+  auto ctx = sim::open();
+  for (int i = 0; i < 50; ++i) {
+    xrtio::buffer c;
+    auto h = start_vadd(ctx, &c);
+    REQUIRE(h.wait(10s).ok());
+  }
+  CHECK(device_of(ctx).stats().completed == 50);
+}
+
+TEST_CASE("sim: the event fd becomes readable when a run reaches a final state") {
+  auto ctx = sim::open();
+  int fd = ctx.native().event_fd();
+  REQUIRE(fd >= 0);
+  ctx.native().consume_event();
+  auto h = start_vadd(ctx);
+  pollfd p{fd, POLLIN, 0};
+  CHECK(::poll(&p, 1, 5000) == 1);
+  CHECK((p.revents & POLLIN) != 0);
+  ctx.native().consume_event();
+  p.revents = 0;
+  CHECK(::poll(&p, 1, 0) == 0);
+  CHECK(h.wait(1s).ok());
+  sim::device_config no_fd;
+  no_fd.event_fd = false;
+  CHECK(sim::open(no_fd).native().event_fd() == -1);
+}
+
+// ---- device configuration and argument checks ------------------------------------------
+
+TEST_CASE("sim: a device with 0 compute units or a kernel of 65 arguments is refused") {
+  sim::device_config zero;
+  zero.compute_units = 0;
+  error_of([&] { sim::make_device(zero); }, errc::invalid_size);
+  sim::device_config wide;
+  sim::kernel_def k{"wide", {}, {}};
+  for (int i = 0; i < 65; ++i) k.args.push_back({"s" + std::to_string(i), xrtio::backend::arg_kind::scalar, 4, 0});
+  wide.kernels.push_back(k);
+  auto msg = error_of([&] { sim::make_device(wide); }, errc::too_many_arguments);
+  CHECK_CONTAINS(msg, "65");
+  sim::device_config odd;
+  odd.kernels.push_back({"odd", {{"s", xrtio::backend::arg_kind::scalar, 16, 0}}, {}});
+  error_of([&] { sim::make_device(odd); }, errc::invalid_size);
+}
+
+TEST_CASE("run arguments: an unknown kernel fails with unknown_kernel naming it and what is loaded") {
+  auto ctx = sim::open();
+  auto msg = error_of([&] { ctx.kernel("vsub"); }, errc::unknown_kernel);
+  CHECK_CONTAINS(msg, "vsub");
+  CHECK_CONTAINS(msg, "vadd");
+  auto k = ctx.kernel("vadd");
+  CHECK(k.name() == "vadd");
+  CHECK(k.args().size() == 4);
+  CHECK(k.context() == ctx);
+  CHECK(k.group_id(0) == 0);
+  error_of([&] { k.group_id(4); }, errc::out_of_range);
+}
+
+TEST_CASE("run arguments: more than 64 arguments fail with too_many_arguments") {
+  auto ctx = sim::open();
+  auto k = ctx.kernel("vadd");
+  auto msg = error_of(
+      [&] {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          return xrtio::start(k, (void(I), std::uint32_t{0})...);
+        }(std::make_index_sequence<65>{});
+      },
+      errc::too_many_arguments);
+  CHECK_CONTAINS(msg, "65");
+  CHECK_CONTAINS(msg, "64");
+  CHECK(device_of(ctx).stats().started == 0);
+}
+
+TEST_CASE("run arguments: a wrong argument count fails with argument_count") {
+  auto ctx = sim::open();
+  auto k = ctx.kernel("vadd");
+  auto a = ctx.alloc(64);
+  auto msg = error_of([&] { xrtio::start(k, xrtio::in(a), xrtio::in(a), xrtio::out(ctx.alloc(64))); },
+                      errc::argument_count);
+  CHECK_CONTAINS(msg, "takes 4");
+  CHECK_CONTAINS(msg, "3 given");
+  error_of([&] { xrtio::start(ctx.kernel("noop"), std::uint32_t{1}); }, errc::argument_count);
+  CHECK(a.tracker().active_count() == 0);
+  CHECK(device_of(ctx).stats().started == 0);
+}
+
+TEST_CASE("run arguments: a scalar for a buffer or a buffer for a scalar or a wrong scalar size fail with "
+          "argument_kind") {
+  auto ctx = sim::open();
+  auto k = ctx.kernel("vadd");
+  auto a = ctx.alloc(64), b = ctx.alloc(64), c = ctx.alloc(64);
+  auto msg = error_of([&] { xrtio::start(k, std::uint32_t{1}, xrtio::in(b), xrtio::out(c), std::uint32_t{16}); },
+                      errc::argument_kind);
+  CHECK_CONTAINS(msg, "argument 0 (a)");
+  CHECK_CONTAINS(msg, "4-byte scalar was given");
+  msg = error_of([&] { xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(c), c); }, errc::argument_kind);
+  CHECK_CONTAINS(msg, "argument 3 (n)");
+  CHECK_CONTAINS(msg, "buffer was given");
+  msg = error_of([&] { xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint64_t{16}); },
+                 errc::argument_kind);
+  CHECK_CONTAINS(msg, "4-byte scalar");
+  CHECK_CONTAINS(msg, "8 bytes were given");
+  error_of([&] { xrtio::start(ctx.kernel("scale"), xrtio::in(a), xrtio::out(c), 2.0, std::uint32_t{16}); },
+           errc::argument_kind);  // a double for a float
+  error_of([&] { xrtio::start(k, xrtio::buffer{}, xrtio::in(b), xrtio::out(c), std::uint32_t{16}); },
+           errc::invalid_size);
+  CHECK(a.tracker().active_count() == 0);
+  CHECK(c.tracker().active_count() == 0);
+  CHECK(device_of(ctx).stats().started == 0);
+}
+
+TEST_CASE("run arguments: a buffer of another context fails with foreign_context unless cross_context") {
+  auto ctx = sim::open(), other = sim::open();
+  auto k = ctx.kernel("vadd");
+  auto a = upload(ctx, std::vector<std::uint32_t>(16, 4));
+  auto foreign = other.alloc(64);
+  auto msg = error_of([&] { xrtio::start(k, xrtio::in(a), xrtio::in(a), xrtio::out(foreign), std::uint32_t{16}); },
+                      errc::foreign_context);
+  CHECK_CONTAINS(msg, "argument 2 (c)");
+  CHECK_CONTAINS(msg, "cross_context");
+  CHECK(device_of(ctx).stats().started == 0);
+  auto h = xrtio::start(k, xrtio::in(a), xrtio::in(a), xrtio::out(foreign), std::uint32_t{16},
+                        xrtio::run_options{.cross_context = true});
+  CHECK(h.wait(10s).ok());
+  for (auto x : download<std::uint32_t>(foreign, 16)) CHECK(x == 8u);
+}
