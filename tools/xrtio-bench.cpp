@@ -4,7 +4,10 @@
 //
 //   xrtio-bench [--quick] [--repeat N] [--window S] [--json FILE] [--plot FILE.png]
 //               [--latencies US,US,..] [--in-flight C,C,..] [--contenders a,b,..]
-//               [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH]
+//               [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US]
+//
+// --spin-us / --max-poll-us set the xrtio runtime's spin_window and
+// max_poll_interval (runtime_options) for experiments; defaults: the library's.
 //
 // Cells: every (contender, device latency L, runs in flight C). In each cell
 // a fresh device (and runtime) is made, C workers each run the noop kernel
@@ -64,10 +67,13 @@ std::atomic<std::uint64_t> g_allocs{0};
 // XRTIO_BENCH_ALLOC_TRACE=N: print the stacks of the first N allocations made
 // inside a measurement window (to find per-run allocations).
 std::atomic<int> g_trace_left{0};
+std::uint64_t g_trace_every = 1;  // XRTIO_BENCH_ALLOC_TRACE_EVERY=K: every K-th allocation only
+std::atomic<std::uint64_t> g_trace_seen{0};
 std::atomic<bool> g_trace_on{false};
 thread_local bool t_in_trace = false;
 void trace_alloc(std::size_t n) noexcept {
   if (!g_trace_on.load(std::memory_order_relaxed) || t_in_trace) return;
+  if (g_trace_seen.fetch_add(1) % g_trace_every) return;
   if (g_trace_left.fetch_sub(1) <= 0) return;
   t_in_trace = true;
   void* frames[24];
@@ -227,12 +233,13 @@ struct result {
 
 struct bench_opts {
   double warm_s = 0.15, window_s = 1.0;
+  xrtio::runtime_options rt;  // --spin-us, --max-poll-us
 };
 bench_opts g_opts;
 
 // The controller (main thread): waits for the warm-up (every worker has
 // completed at least one run, and warm_s passed), measures one window, stops.
-result measure(int effective, std::size_t rss_before) {
+result measure(int effective, std::size_t rss_before, int in_flight = -1) {
   auto t_start = clk::now();
   auto warm = std::chrono::duration<double>(g_opts.warm_s);
   while (clk::now() - t_start < warm ||
@@ -258,7 +265,7 @@ result measure(int effective, std::size_t rss_before) {
   r.rx_cpu_us = (b.threads.rx - a.threads.rx) * 1e6 / n;
   r.dev_cpu_us = (b.threads.dev - a.threads.dev) * 1e6 / n;
   r.allocs = double(b.allocs - a.allocs) / n;
-  r.rss_per_run = (rss - double(rss_before)) / double(std::max(effective, 1));
+  r.rss_per_run = (rss - double(rss_before)) / double(std::max(in_flight > 0 ? in_flight : effective, 1));
   std::size_t ns = std::min(g_nsamples.load(), sample_cap);
   if (ns) {
     std::sort(g_samples, g_samples + ns);
@@ -289,7 +296,7 @@ struct sim_setup {
     cfg.latency.fixed = latency;
     ctx = named("l:dev", [&] { return xrtio::sim::open(cfg); });
     if (with_runtime) {
-      rt = named("l:rx", [] { return std::make_unique<xrtio::runtime>(); });
+      rt = named("l:rx", [] { return std::make_unique<xrtio::runtime>(g_opts.rt); });
       ctx.bind(*rt);
     }
     k = ctx.kernel("noop");
@@ -393,7 +400,7 @@ result run_pool(std::chrono::nanoseconds lat, int c) {
     set_thread_name("c:io");
     io.run();
   });
-  auto r = measure(std::min(c, pool_size()), rss0);
+  auto r = measure(std::min(c, pool_size()), rss0, c);
   r.effective = c;
   t.join();
   pool.join();
@@ -539,7 +546,7 @@ result run_raw_xrt(int c) {
 result run_xrtio_xrt(int c) {
   auto rss0 = std::size_t(rss_bytes());
   xrtio::context ctx = named("l:dev", [] { return xrtio::xrt_backend::open({.xclbin_path = g_xclbin}); });
-  auto rt = named("l:rx", [] { return std::make_unique<xrtio::runtime>(); });
+  auto rt = named("l:rx", [] { return std::make_unique<xrtio::runtime>(g_opts.rt); });
   ctx.bind(*rt);
   auto k = ctx.kernel("vadd");
   auto a = ctx.alloc(4096), b = ctx.alloc(4096), o = ctx.alloc(4096);
@@ -708,7 +715,7 @@ void write_plot(const std::string& png, const std::vector<cell>& cells, const st
                "set terminal pngcairo size %d,900 font ',10'\nset output '%s'\n"
                "set multiplot layout 2,%d title 'xrtio-bench: throughput and completion-to-resume p99 vs runs in "
                "flight (medians)'\n"
-               "set logscale x 4\nset logscale y\nset grid\nset key top left font ',8'\nset datafile missing 'NaN'\n"
+               "set termoption noenhanced\nset logscale x 4\nset logscale y\nset grid\nset key top left font ',8'\nset datafile missing 'NaN'\n"
                "set xlabel 'runs in flight C'\n",
                std::max(700, 480 * cols), png.c_str(), cols);
   const char* styles[] = {"lc rgb '#d62728' lw 2 pt 7", "lc rgb '#1f77b4' lw 2 pt 5", "lc rgb '#2ca02c' lw 2 pt 9",
@@ -772,11 +779,13 @@ int main(int argc, char** argv) {
     else if (arg("--contenders")) contenders = parse_names(argv[++i]);
     else if (arg("--xrt-delay-us")) xrt_delay_us = std::atol(argv[++i]);
     else if (arg("--mkxclbin")) mkxclbin = argv[++i];
+    else if (arg("--spin-us")) g_opts.rt.spin_window = std::chrono::microseconds(std::atol(argv[++i]));
+    else if (arg("--max-poll-us")) g_opts.rt.max_poll_interval = std::chrono::microseconds(std::atol(argv[++i]));
     else {
       std::fprintf(stderr,
                    "usage: xrtio-bench [--quick] [--repeat N] [--window SECONDS] [--json FILE] [--plot FILE.png]\n"
                    "                   [--latencies US,..] [--in-flight C,..] [--contenders NAME,..]\n"
-                   "                   [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH]\n"
+                   "                   [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US]\n"
                    "contenders: xrtio blocking-threads pool-offload loop-poll raw-xrt xrtio@xrt\n");
       return 2;
     }
@@ -794,6 +803,7 @@ int main(int argc, char** argv) {
     void* f[2];
     backtrace(f, 2);  // loads libgcc before any traced allocation
     g_trace_left.store(std::atoi(t));
+    if (const char* e = std::getenv("XRTIO_BENCH_ALLOC_TRACE_EVERY")) g_trace_every = std::max(1, std::atoi(e));
   }
 
   bool xrt = false;
