@@ -635,7 +635,7 @@ TEST_CASE("access: runs on overlapping sub-buffers conflict and nothing of the r
 }
 
 TEST_CASE("access: after the run is waited host access to its ranges works again") {
-  auto ctx = sim::open(slow_device(20ms));
+  auto ctx = sim::open(slow_device(100ms));  // long enough that a loaded host still reads mid-run
   auto k = ctx.kernel("vadd");
   auto a = ctx.alloc(64), b = ctx.alloc(64), c = ctx.alloc(64);
   std::array<std::uint32_t, 16> av{}, bv{};

@@ -315,7 +315,7 @@ TEST_CASE("sim: a timed hang completes by itself after its duration with real re
 
 TEST_CASE("sim: fault::refuse_abort makes a timed-out wait fail with abort_failed and retain the run") {
   auto before = xrtio::retained_runs();
-  auto ctx = sim::open(with_fault({.kernel = "vadd", .what = sim::fault::refuse_abort, .duration = 60ms}));
+  auto ctx = sim::open(with_fault({.kernel = "vadd", .what = sim::fault::refuse_abort, .duration = 250ms}));
   auto h = start_vadd(ctx);
   CHECK(eventually([&] { return h.state() == run_state::running; }));
   auto msg = error_of([&] { h.wait(5ms); }, errc::abort_failed);
@@ -379,8 +379,8 @@ TEST_CASE("sim: device::lose() ends in-flight runs with device_lost") {
 
 TEST_CASE("sim: a run goes queued then running then completed") {
   sim::device_config cfg;
-  cfg.latency.fixed = 20ms;
-  cfg.faults.push_back({.kernel = "vadd", .what = sim::fault::hang, .duration = 30ms});
+  cfg.latency.fixed = 50ms;  // wide windows: a loaded host still sees each state
+  cfg.faults.push_back({.kernel = "vadd", .what = sim::fault::hang, .duration = 100ms});
   auto ctx = sim::open(cfg);
   auto h = start_vadd(ctx);
   std::vector<run_state> seen{h.state()};
