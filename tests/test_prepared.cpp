@@ -59,15 +59,13 @@ TEST_CASE("prepared run rejects a second execution while one is in flight with e
   auto out = f.ctx.alloc(8), in = f.ctx.alloc(64);
   auto p = xrtio::prepare(f.ctx.kernel("checksum"), xrtio::in(in), xrtio::out(out), std::uint32_t{64});
   asio::io_context io;
-  std::error_code first{xrtio::errc::io_error}, second{xrtio::errc::io_error};
-  xrtio::async_execute(p, [&](std::error_code ec, xrtio::run_result) { first = ec; });
+  std::error_code second{xrtio::errc::io_error};
+  auto first = xrtio::async_execute(p, asio::use_future);  // completes through the system executor
   CHECK(p.in_flight());
   xrtio::async_execute(p, asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) { second = ec; }));
   io.run();
   CHECK(second == xrtio::errc::busy);
-  // The first completes through the system executor.
-  for (int i = 0; i < 500 && first == xrtio::errc::io_error; ++i) std::this_thread::sleep_for(2ms);
-  CHECK(!first);
+  CHECK(first.get().state == xrtio::run_state::completed);
   CHECK(f.dev->stats().started == 1);
 }
 
@@ -212,4 +210,26 @@ TEST_CASE("chain stops at the first failure and names it") {
   CHECK(res.failed_index == 1);
   CHECK(res.last.state == xrtio::run_state::error);
   CHECK(f.dev->stats().started == 2);  // the third never ran
+}
+
+TEST_CASE("reactor sleeps on the device's completion event instead of polling") {
+  auto sleeps_for = [](bool event_fd) {
+    xrtio::sim::device_config cfg;
+    cfg.latency.fixed = 100ms;
+    cfg.event_fd = event_fd;
+    xrtio::runtime rt;
+    auto ctx = xrtio::sim::open(cfg);
+    ctx.bind(rt);
+    asio::io_context io;
+    std::error_code ec{xrtio::errc::io_error};
+    auto s0 = rt.stats();
+    xrtio::async_run(ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code e, xrtio::run_result) { ec = e; }));
+    io.run();
+    CHECK(!ec);
+    return rt.stats().sleeps - s0.sleeps;
+  };
+  auto evented = sleeps_for(true), polled = sleeps_for(false);
+  MESSAGE("sleeps during a 100 ms run: " << evented << " with the device's event fd, " << polled << " polling");
+  CHECK(evented <= 30);  // woken by the completion, a 10 ms safety net otherwise
+  CHECK(polled >= 60);   // exponential backoff up to max_poll_interval (1 ms)
 }

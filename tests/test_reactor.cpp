@@ -535,6 +535,7 @@ TEST_CASE("reactor: an idle reactor blocks with no timer: 0 wake-ups per second,
 TEST_CASE("reactor: while a run is in flight the reactor backs off to bounded sleeps, then idles") {
   xrtio::sim::device_config cfg;
   cfg.latency.fixed = 100ms;
+  cfg.event_fd = false;  // the polling path; sleeping on the device's event is tested in test_prepared
   xrtio::runtime_options o;
   o.max_poll_interval = 1ms;
   fixture f(cfg, o);

@@ -19,6 +19,10 @@ struct runtime_options {
   /// Longest sleep between polls while runs are in flight on a device that
   /// offers no completion event (and a safety net when it does).
   std::chrono::nanoseconds max_poll_interval = std::chrono::milliseconds(1);
+  /// While every run in flight is on a device that signals completions
+  /// (backend event fd), the reactor sleeps until a signal, a deadline, or
+  /// this safety interval.
+  std::chrono::nanoseconds event_poll_interval = std::chrono::milliseconds(10);
   /// Timer slack of the reactor thread (PR_SET_TIMERSLACK): sleeps end this
   /// close to their deadline.
   std::chrono::nanoseconds timer_slack = std::chrono::microseconds(1);

@@ -105,6 +105,7 @@ class reactor final : public access_listener {
   void retain(run_op_base* op) noexcept;
   void flush_completions() noexcept;
   void sleep(clock::time_point until) noexcept;
+  bool collect_event_sources() noexcept;
   void start_on_device(run_op_base* op) noexcept;
   void enter_shutdown(clock::time_point now) noexcept;
 
@@ -122,6 +123,14 @@ class reactor final : public access_listener {
   io_uring ring_{};
   bool uring_ = false;
   bool wake_armed_ = false;
+  // Completion event fds of the devices with runs on them (DESIGN.md: the
+  // reactor sleeps on them instead of polling). Rebuilt before each sleep.
+  static constexpr unsigned max_sources = 16;
+  backend::native_device* sources_[max_sources]{};
+  unsigned source_count_ = 0;
+  std::uint64_t sleep_seq_ = 0;
+  std::uint64_t armed_tags_[max_sources]{};  // polls still armed from the last sleep
+  unsigned armed_count_ = 0;
   run_op_base* waiting_ = nullptr;  // FIFO
   run_op_base** waiting_tail_ = &waiting_;
   run_op_base* device_ = nullptr;  // on the device or aborting
@@ -144,7 +153,7 @@ reactor::reactor(runtime_options o) : opts_(o) {
   if (opts_.use_io_uring) {
     // Probe: where io_uring is refused (seccomp, old kernel) fall back to
     // eventfd + ppoll and say so in stats().
-    if (io_uring_queue_init(8, &ring_, 0) == 0) {
+    if (io_uring_queue_init(64, &ring_, 0) == 0) {
       if (ring_.features & IORING_FEAT_EXT_ARG) uring_ = true;
       else io_uring_queue_exit(&ring_);
     }
@@ -541,6 +550,28 @@ void reactor::flush_completions() noexcept {
   done_tail_ = &done_;
 }
 
+bool reactor::collect_event_sources() noexcept {
+  source_count_ = 0;
+  bool all = device_ != nullptr;
+  for (auto* op = device_; op; op = op->next) {
+    if (op->ph != run_op_base::phase::on_device) continue;
+    auto* dev = op->core.kernel().context_state()->device.get();
+    if (dev->event_fd() < 0) {
+      all = false;
+      continue;
+    }
+    bool known = false;
+    for (unsigned i = 0; i < source_count_ && !known; ++i) known = sources_[i] == dev;
+    if (known) continue;
+    if (source_count_ == max_sources) {
+      all = false;
+      continue;
+    }
+    sources_[source_count_++] = dev;
+  }
+  return all;
+}
+
 void reactor::sleep(clock::time_point until) noexcept {
   // Announce the sleep, then look again: a submitter either sees
   // sleeping_ and writes the eventfd, or we see its work here.
@@ -548,6 +579,7 @@ void reactor::sleep(clock::time_point until) noexcept {
   if (incoming_.load(std::memory_order_seq_cst) || cancel_pending_.load() || retry_pending_.load() ||
       stopping_.load()) {
     sleeping_.store(false, std::memory_order_relaxed);
+    source_count_ = 0;
     return;
   }
   bump(sleeps_);
@@ -566,23 +598,67 @@ void reactor::sleep(clock::time_point until) noexcept {
       io_uring_sqe_set_data64(sqe, 1);
       wake_armed_ = true;
     }
-    io_uring_cqe* cqe = nullptr;
-    // One io_uring_enter: submit the poll (if re-armed) and wait with a timeout.
-    io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, forever ? nullptr : &kts, nullptr);
-    unsigned head, seen = 0;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-      ++seen;
-      if (io_uring_cqe_get_data64(cqe) == 1) {
-        wake_armed_ = false;
-        woken = true;
+    // Device polls are one-shot and tagged with this sleep's number; those
+    // left armed by the previous sleep are removed in the same submission.
+    ++sleep_seq_;
+    for (unsigned i = 0; i < armed_count_; ++i) {
+      if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
+        io_uring_prep_poll_remove(sqe, armed_tags_[i]);
+        io_uring_sqe_set_data64(sqe, 0);
       }
     }
-    io_uring_cq_advance(&ring_, seen);
+    armed_count_ = 0;
+    for (unsigned i = 0; i < source_count_; ++i) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+      if (!sqe) break;
+      std::uint64_t tag = (sleep_seq_ << 8) | (2 + i);
+      io_uring_prep_poll_add(sqe, sources_[i]->event_fd(), POLLIN);
+      io_uring_sqe_set_data64(sqe, tag);
+      armed_tags_[armed_count_++] = tag;
+    }
+    // One io_uring_enter submits the polls and waits with a timeout. The
+    // completions of removed polls also end a wait: wait again, for what is
+    // left of the timeout, until a wake-up, a device event or the timeout.
+    bool event = false;
+    for (bool first = true;; first = false) {
+      io_uring_cqe* cqe = nullptr;
+      if (!first && !forever) {
+        auto rest = until - clock::now();
+        if (rest <= clock::duration::zero()) break;
+        kts.tv_sec = std::chrono::duration_cast<std::chrono::seconds>(rest).count();
+        kts.tv_nsec = (rest - std::chrono::seconds(kts.tv_sec)).count();
+      }
+      int rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, forever ? nullptr : &kts, nullptr);
+      unsigned head, seen = 0;
+      io_uring_for_each_cqe(&ring_, head, cqe) {
+        ++seen;
+        std::uint64_t tag = io_uring_cqe_get_data64(cqe);
+        if (tag == 1) {
+          wake_armed_ = false;
+          woken = true;
+        } else if (tag >> 8 == sleep_seq_ && (tag & 0xff) >= 2 && cqe->res >= 0) {
+          unsigned i = unsigned(tag & 0xff) - 2;
+          for (unsigned j = 0; j < armed_count_; ++j)
+            if (armed_tags_[j] == tag) armed_tags_[j] = armed_tags_[--armed_count_];
+          if (i < source_count_) sources_[i]->consume_event();
+          event = true;
+        }
+      }
+      io_uring_cq_advance(&ring_, seen);
+      if (woken || event || rc == -ETIME || (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)) break;
+    }
   } else {
-    pollfd pfd{wake_fd_, POLLIN, 0};
-    woken = ::ppoll(&pfd, 1, forever ? nullptr : &ts, nullptr) > 0;
+    pollfd pfd[1 + max_sources];
+    pfd[0] = {wake_fd_, POLLIN, 0};
+    for (unsigned i = 0; i < source_count_; ++i) pfd[1 + i] = {sources_[i]->event_fd(), POLLIN, 0};
+    if (::ppoll(pfd, 1 + source_count_, forever ? nullptr : &ts, nullptr) > 0) {
+      woken = pfd[0].revents != 0;
+      for (unsigned i = 0; i < source_count_; ++i)
+        if (pfd[1 + i].revents) sources_[i]->consume_event();
+    }
   }
   sleeping_.store(false, std::memory_order_relaxed);
+  source_count_ = 0;  // valid only while this sleep's runs kept their devices alive
   if (woken) {
     std::uint64_t v;
     [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof v);
@@ -666,7 +742,12 @@ void reactor::run() noexcept {
       __builtin_ia32_pause();
       continue;
     }
-    auto until = std::min(next_deadline, device_ ? now + backoff : clock::time_point::max());
+      // Devices that signal completions let the reactor sleep until they do
+    // (bounded by max_poll_interval as a safety net); others are polled with
+    // an exponential backoff.
+    bool evented = collect_event_sources();
+    auto step = evented ? std::chrono::nanoseconds(opts_.event_poll_interval) : backoff;
+    auto until = std::min(next_deadline, device_ ? now + step : clock::time_point::max());
     if (shutting_down_) until = std::min(until, shutdown_deadline_);
     sleep(until);
     backoff = std::min<std::chrono::nanoseconds>(backoff * 2, opts_.max_poll_interval);

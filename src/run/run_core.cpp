@@ -55,14 +55,15 @@ void run_core::validate(std::size_t given, const run_options& options) {
   for (std::size_t i = 0; i < given; ++i) {
     auto& s = slots_[i];
     auto& d = defs[i];
-    auto where = "kernel " + name + " argument " + std::to_string(i) + " (" + d.name + ")";
+    // Built only on the error paths: validation allocates nothing per run.
+    auto where = [&] { return "kernel " + name + " argument " + std::to_string(i) + " (" + d.name + ")"; };
     if (d.kind == backend::arg_kind::buffer) {
       if (s.scalar_size != 0)
-        throw error(errc::argument_kind, where + " is a buffer; a " + std::to_string(s.scalar_size) +
+        throw error(errc::argument_kind, where() + " is a buffer; a " + std::to_string(s.scalar_size) +
                                              "-byte scalar was given");
-      if (!s.buffer) throw error(errc::invalid_size, where + ": empty buffer handle");
+      if (!s.buffer) throw error(errc::invalid_size, where() + ": empty buffer handle");
       if (!options.cross_context && s.buffer.state()->context != kernel_.context_state())
-        throw error(errc::foreign_context, where + ": buffer belongs to another context (run_options::cross_context "
+        throw error(errc::foreign_context, where() + ": buffer belongs to another context (run_options::cross_context "
                                                    "allows it on the same device)");
       auto& q = reqs_[r++];
       q.tracker = s.buffer.state()->tracker.get();
@@ -71,10 +72,10 @@ void run_core::validate(std::size_t given, const run_options& options) {
       q.mode = s.mode;
       q.id = 0;
     } else {
-      if (s.buffer) throw error(errc::argument_kind, where + " is a " + std::to_string(d.size) +
+      if (s.buffer) throw error(errc::argument_kind, where() + " is a " + std::to_string(d.size) +
                                                          "-byte scalar; a buffer was given");
       if (s.scalar_size != d.size)
-        throw error(errc::argument_kind, where + " is a " + std::to_string(d.size) + "-byte scalar; " +
+        throw error(errc::argument_kind, where() + " is a " + std::to_string(d.size) + "-byte scalar; " +
                                              std::to_string(s.scalar_size) + " bytes were given");
     }
   }
@@ -327,11 +328,18 @@ run_result run_handle::wait(std::chrono::nanoseconds timeout, std::error_code& e
   bool retained;
   s = abort_or_retain(d.core, retained);
   d.final = true;
-  d.last = run_result{};
-  d.last.state = s;
-  d.last.submitted = d.core.submitted();
-  d.last.observed = std::chrono::steady_clock::now();
-  ec = d.error = retained ? errc::abort_failed : errc::timed_out;
+  if (retained) {
+    d.last = run_result{};
+    d.last.state = s;
+    d.last.submitted = d.core.submitted();
+    d.last.observed = std::chrono::steady_clock::now();
+  } else {
+    d.last = d.core.result(s);
+  }
+  // A run that completed while the abort was on its way succeeded: report
+  // the real outcome (invariant 3), as async_run does.
+  ec = d.error = retained ? std::error_code(errc::abort_failed)
+                          : s == run_state::completed ? std::error_code() : std::error_code(errc::timed_out);
   if (!retained) d.core.release();
   return d.last;
 }
