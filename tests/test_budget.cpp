@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "foundation_support.hpp"
+
 // Memory budgets (DESIGN.md invariant 7): the charge is taken before the
 // native allocation, released only after native destruction, and concurrent
 // reservations never oversubscribe.
@@ -30,20 +32,8 @@ namespace sim = xrtio::sim;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f, errc want) {
-  try {
-    f();
-  } catch (const xrtio::error& e) {
-    CHECK_MESSAGE(e.code() == xrtio::make_error_code(want), "got ", e.code().message(), ": ", e.what());
-    return e.what();
-  }
-  FAIL("expected xrtio::error(", xrtio::make_error_code(want).message(), ")");
-  return {};
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-#define CHECK_CONTAINS(s, part) CHECK_MESSAGE(contains((s), (part)), "\"", (s), "\" lacks \"", (part), "\"")
+using ftest::contains;
+using ftest::error_of;
 
 // A device wrapper that records what the budget says at the moment of each
 // native allocation and each native destruction.

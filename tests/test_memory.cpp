@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "foundation_support.hpp"
+
 // Memory layer: errors, buffers and views, imports, and access tracking
 // (DESIGN.md invariants 6 and 8).
 
@@ -34,20 +36,8 @@ namespace detail = xrtio::detail;
 namespace {
 
 // Runs `f`, which must throw xrtio::error with `want`; returns what().
-template <class F>
-std::string error_of(F&& f, errc want) {
-  try {
-    f();
-  } catch (const xrtio::error& e) {
-    CHECK_MESSAGE(e.code() == xrtio::make_error_code(want), "got ", e.code().message(), ": ", e.what());
-    return e.what();
-  }
-  FAIL("expected xrtio::error(", xrtio::make_error_code(want).message(), ")");
-  return {};
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-#define CHECK_CONTAINS(s, part) CHECK_MESSAGE(contains((s), (part)), "\"", (s), "\" lacks \"", (part), "\"")
+using ftest::contains;
+using ftest::error_of;
 
 std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
   std::vector<std::byte> v(n);

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "foundation_support.hpp"
+
 // The simulated device: real kernel results, the latency model, fault
 // injection, the ERT state machine, and argument checks at submission.
 
@@ -29,22 +31,10 @@ using clk = std::chrono::steady_clock;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f, errc want) {
-  try {
-    f();
-  } catch (const xrtio::error& e) {
-    CHECK_MESSAGE(e.code() == xrtio::make_error_code(want), "got ", e.code().message(), ": ", e.what());
-    return e.what();
-  }
-  FAIL("expected xrtio::error(", xrtio::make_error_code(want).message(), ")");
-  return {};
-}
+using ftest::contains;
+using ftest::error_of;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-#define CHECK_CONTAINS(s, part) CHECK_MESSAGE(contains((s), (part)), "\"", (s), "\" lacks \"", (part), "\"")
-
-sim::device& device_of(const xrtio::context& ctx) { return static_cast<sim::device&>(ctx.native()); }
+using ftest::device_of;
 
 template <class T>
 xrtio::buffer upload(xrtio::context& ctx, const std::vector<T>& v) {

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "foundation_support.hpp"
+
 // Synchronous runs (xrtio::start / run_handle): leases outlive the device
 // (invariant 2), only COMPLETED is success (3), abandoned runs are aborted,
 // and refused aborts are retained, never freed under DMA (5).
@@ -28,22 +30,10 @@ using clk = std::chrono::steady_clock;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f, errc want) {
-  try {
-    f();
-  } catch (const xrtio::error& e) {
-    CHECK_MESSAGE(e.code() == xrtio::make_error_code(want), "got ", e.code().message(), ": ", e.what());
-    return e.what();
-  }
-  FAIL("expected xrtio::error(", xrtio::make_error_code(want).message(), ")");
-  return {};
-}
+using ftest::contains;
+using ftest::error_of;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-#define CHECK_CONTAINS(s, part) CHECK_MESSAGE(contains((s), (part)), "\"", (s), "\" lacks \"", (part), "\"")
-
-sim::device& device_of(const xrtio::context& ctx) { return static_cast<sim::device&>(ctx.native()); }
+using ftest::device_of;
 
 template <class P>
 bool eventually(P&& pred, std::chrono::milliseconds limit = 5000ms) {

@@ -53,17 +53,7 @@ template <class... Args>
 prepared_run prepare(const xrtio::kernel& k, Args&&... args) {
   std::vector<detail::arg_slot> slots;
   run_options options;
-  slots.reserve(sizeof...(Args));
-  std::size_t given = 0;
-  [[maybe_unused]] auto one = [&](auto&& a) {
-    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(a)>, run_options>) {
-      options = a;
-    } else {
-      ++given;
-      detail::to_slot(slots.emplace_back(), std::forward<decltype(a)>(a));
-    }
-  };
-  (one(std::forward<Args>(args)), ...);
+  std::size_t given = detail::collect_args(slots, options, std::forward<Args>(args)...);
   return prepared_run(detail::make_prepared(k, std::move(slots), given, options));
 }
 

@@ -208,6 +208,26 @@ struct sync_run_storage {
 };
 }  // namespace detail
 
+namespace detail {
+/// Turns run arguments (optionally with one run_options among them) into
+/// slots; returns how many arguments were given.
+template <class... Args>
+std::size_t collect_args(std::vector<arg_slot>& slots, run_options& options, Args&&... args) {
+  slots.reserve(sizeof...(Args));
+  std::size_t given = 0;
+  [[maybe_unused]] auto one = [&](auto&& a) {  // unused for a kernel without arguments
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(a)>, run_options>) {
+      options = a;
+    } else {
+      ++given;
+      to_slot(slots.emplace_back(), std::forward<decltype(a)>(a));
+    }
+  };
+  (one(std::forward<Args>(args)), ...);
+  return given;
+}
+}  // namespace detail
+
 /// Starts `k` with `args` (buffers, in/out/inout buffers, scalars), optionally
 /// followed by run_options. Leases are taken before submission; a conflict
 /// throws errc::range_in_use (conflict_policy::wait is for async_run).
@@ -216,17 +236,7 @@ template <class... Args>
 run_handle start(const kernel& k, Args&&... args) {
   std::vector<detail::arg_slot> slots;
   run_options options;
-  slots.reserve(sizeof...(Args));
-  std::size_t given = 0;
-  [[maybe_unused]] auto one = [&](auto&& a) {  // unused for a kernel without arguments
-    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(a)>, run_options>) {
-      options = a;
-    } else {
-      ++given;
-      detail::to_slot(slots.emplace_back(), std::forward<decltype(a)>(a));
-    }
-  };
-  (one(std::forward<Args>(args)), ...);
+  std::size_t given = detail::collect_args(slots, options, std::forward<Args>(args)...);
   return detail::make_sync_run(k, std::move(slots), given, options);
 }
 
