@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <asio.hpp>
+#include <asio/experimental/as_tuple.hpp>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -161,3 +162,29 @@ TEST_CASE("reactor: runs with buffer and scalar arguments allocate nothing in st
   CHECK(done == 6000);
   CHECK(allocations == 0);
 }
+
+TEST_CASE("prepared run executions allocate nothing in steady state (use_awaitable)") {
+  xrtio::runtime rt;
+  auto ctx = xrtio::sim::open();
+  ctx.bind(rt);
+  auto in = ctx.alloc(64), out = ctx.alloc(8);
+  auto p = xrtio::prepare(ctx.kernel("checksum"), xrtio::in(in), xrtio::out(out), std::uint32_t{64});
+  constexpr auto tuple_token = asio::experimental::as_tuple(asio::use_awaitable);
+  asio::io_context io(1);
+  std::uint64_t allocs = 0;
+  int failures = 0;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < 500; ++i) co_await xrtio::async_execute(p, tuple_token);  // warm-up, same token as measured
+    auto before = g_news.load();
+    for (int i = 0; i < 5000; ++i) {
+      auto [ec, r] = co_await xrtio::async_execute(p, tuple_token);
+      if (ec) ++failures;
+    }
+    allocs = g_news.load() - before;
+  }, asio::detached);
+  io.run();
+  CHECK(failures == 0);
+  MESSAGE("heap allocations over 5000 prepared executions: " << allocs);
+  CHECK(allocs == 0);
+}
+

@@ -3,9 +3,6 @@
 
 #include <asio.hpp>
 #include <asio/experimental/as_tuple.hpp>
-#include <atomic>
-#include <cstdlib>
-#include <new>
 
 #include "xrtio/xrtio.hpp"
 
@@ -127,42 +124,6 @@ TEST_CASE("prepared run timeout aborts and reports timed_out with the real state
   CHECK(ec == xrtio::errc::timed_out);
   CHECK(res.state == xrtio::run_state::abort);
   CHECK_FALSE(p.in_flight());
-}
-
-namespace {
-std::atomic<std::uint64_t> g_news{0};
-std::atomic<bool> g_count{false};
-}  // namespace
-void* operator new(std::size_t n) {
-  if (g_count.load(std::memory_order_relaxed)) g_news.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-
-TEST_CASE("prepared run executions allocate nothing in steady state (use_awaitable)") {
-  fixture f;
-  auto in = f.ctx.alloc(64), out = f.ctx.alloc(8);
-  auto p = xrtio::prepare(f.ctx.kernel("checksum"), xrtio::in(in), xrtio::out(out), std::uint32_t{64});
-  asio::io_context io(1);
-  std::uint64_t allocs = 0;
-  int failures = 0;
-  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-    for (int i = 0; i < 500; ++i) co_await xrtio::async_execute(p, as_tuple);  // warm-up, same token as measured
-    g_news = 0;
-    g_count = true;
-    for (int i = 0; i < 5000; ++i) {
-      auto [ec, r] = co_await xrtio::async_execute(p, as_tuple);
-      if (ec) ++failures;
-    }
-    g_count = false;
-    allocs = g_news.load();
-  }, asio::detached);
-  io.run();
-  CHECK(failures == 0);
-  MESSAGE("heap allocations over 5000 prepared executions: " << allocs);
-  CHECK(allocs == 0);
 }
 
 TEST_CASE("chain runs in order and completes when the last does") {
