@@ -26,6 +26,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -619,5 +620,43 @@ TEST_CASE("xrt: async_run completes runs on the no-op device through the reactor
   CHECK(failed == 0);
   auto st = rt.stats();
   CHECK(st.completed == 2000);
+  CHECK(st.retained == 0);
+}
+
+TEST_CASE("xrt: 100 000 async runs on the no-op device complete exactly once, resumed on their executor") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  constexpr int total = 20000;  // sanitizers: fewer, same behaviour
+#else
+  constexpr int total = 100000;
+#endif
+  constexpr int workers = 32;
+  auto ctx = open_vadd();
+  auto k = ctx.kernel("vadd");
+  auto a = ctx.alloc(4096), b = ctx.alloc(4096);
+  xrtio::runtime rt;
+  asio::io_context io(1);
+  std::vector<int> calls(total, 0);
+  int ok = 0, failed = 0, wrong_thread = 0;
+  auto io_thread = std::this_thread::get_id();
+  auto worker = [&](int w, xrtio::buffer out) -> asio::awaitable<void> {
+    for (int i = w; i < total; i += workers) {
+      auto [ec, r] = co_await xrtio::async_run(k, xrtio::in(a), xrtio::in(b), xrtio::out(out), std::uint32_t{4},
+                                               xrtio::run_options{.timeout = 10s, .runtime = &rt},
+                                               asio::experimental::as_tuple(asio::use_awaitable));
+      ++calls[i];
+      if (std::this_thread::get_id() != io_thread) ++wrong_thread;
+      (!ec && r.ok()) ? ++ok : ++failed;
+    }
+  };
+  for (int w = 0; w < workers; ++w) asio::co_spawn(io, worker(w, ctx.alloc(4096)), asio::detached);
+  io.run();
+  MESSAGE(total << " runs: " << ok << " completed, " << failed << " failed");
+  CHECK(ok == total);
+  CHECK(failed == 0);
+  CHECK(wrong_thread == 0);
+  CHECK(std::count(calls.begin(), calls.end(), 1) == total);  // every handler exactly once
+  auto st = rt.stats();
+  CHECK(st.completed == std::uint64_t(total));
+  CHECK(st.in_flight == 0);
   CHECK(st.retained == 0);
 }
