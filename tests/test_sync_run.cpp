@@ -387,3 +387,17 @@ TEST_CASE("sync run: memory of a retained run that keeps writing is never handed
   canary_release = true;
   CHECK(reaped_down_to(before));
 }
+
+TEST_CASE("sync run: run_options::timeout given to start() bounds wait() without a timeout of its own") {
+  xrtio::sim::device_config cfg;
+  cfg.faults.push_back({.kernel = "noop", .what = xrtio::sim::fault::hang});
+  auto ctx = xrtio::sim::open(cfg);
+  auto h = xrtio::start(ctx.kernel("noop"), xrtio::run_options{.timeout = std::chrono::milliseconds(20)});
+  auto t0 = std::chrono::steady_clock::now();
+  std::error_code ec;
+  auto r = h.wait(std::chrono::nanoseconds::max(), ec);
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(ec == xrtio::errc::timed_out);
+  CHECK(r.state == xrtio::run_state::abort);
+  CHECK(took < std::chrono::seconds(5));  // bounded by the 20 ms deadline, not forever
+}

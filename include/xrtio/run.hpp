@@ -41,11 +41,14 @@ enum class conflict_policy {
 };
 
 struct run_options {
-  /// Abort the run if it has not reached a final state after this long; 0 = no deadline.
+  /// Abort the run if it has not reached a final state after this long; 0 = no
+  /// deadline. For xrtio::start, counted from start() and enforced by wait().
   std::chrono::nanoseconds timeout{0};
   conflict_policy on_conflict = conflict_policy::fail;
   /// Allow buffers of other contexts on the same physical device. The caller
-  /// vouches that each buffer's memory bank suits its argument (XRT does not check).
+  /// vouches that each buffer's memory bank suits its argument: XRT 2.13 does
+  /// not refuse a mismatch, it warns and runs on a local copy in the connected
+  /// bank, so the output may never reach the caller's buffer.
   bool cross_context = false;
   /// The runtime whose reactor completes the run (async_run); null = the
   /// context's (context::bind), else default_runtime().

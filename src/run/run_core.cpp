@@ -214,6 +214,7 @@ struct run_handle::impl {
   run_result last{};
   std::error_code error{};  // what wait() reported once final; repeated as is
   bool final = false;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();  // run_options::timeout
   static detail::sync_run_storage make_storage(std::vector<detail::arg_slot> s) {
     std::vector<detail::access_request> reqs(s.size());
     return {std::move(s), std::move(reqs)};
@@ -227,6 +228,7 @@ run_handle make_sync_run(const kernel& k, std::vector<arg_slot> slots, std::size
                          const run_options& options) {
   auto p = std::make_unique<run_handle::impl>(k, std::move(slots));
   p->core.validate(given, options);
+  if (options.timeout.count() > 0) p->deadline = std::chrono::steady_clock::now() + options.timeout;
   std::string why;
   auto st = p->core.acquire(&why);
   if (st != acquire_status::acquired) throw_acquire(st, "start: " + why);
@@ -307,6 +309,7 @@ run_result run_handle::wait(std::chrono::nanoseconds timeout, std::error_code& e
   auto start = std::chrono::steady_clock::now();
   auto deadline = timeout >= std::chrono::hours(24 * 365) ? std::chrono::steady_clock::time_point::max()
                                                          : start + timeout;
+  deadline = std::min(deadline, d.deadline);  // run_options::timeout, counted from start()
   run_state s = r->state();
   try {
     while (!is_final(s)) {
