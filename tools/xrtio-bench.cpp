@@ -25,7 +25,9 @@
 //   loop-poll        xrtio::start on the io_context thread; a re-posted poller checks
 //                    run_handle::state() and resumes the waiting coroutines
 //   raw-xrt          (XRT no-op device) C xrt::run objects, start() + state() polling on one thread
+//   raw-xrt-wait     (XRT no-op device) one thread per in-flight run (capped), start() + wait()
 //   xrtio            on the XRT no-op device as well ("xrtio@xrt" in the table)
+//   xrtio-prepared   prepare() once, async_execute() per run, on the XRT no-op device ("xrtio-prepared@xrt")
 #include <dirent.h>
 #include <execinfo.h>
 #include <fcntl.h>
@@ -487,6 +489,9 @@ result run_loop_poll(std::chrono::nanoseconds lat, int c) {
 }
 
 // ---- XRT no-op device ---------------------------------------------------------------
+bool is_xrt_contender(const std::string& n) {
+  return n == "raw-xrt" || n == "raw-xrt-wait" || n == "xrtio@xrt" || n == "xrtio-prepared@xrt";
+}
 #if BENCH_XRT
 std::string g_xclbin;
 
@@ -551,6 +556,76 @@ result run_xrtio_xrt(int c) {
   auto k = ctx.kernel("vadd");
   auto a = ctx.alloc(4096), b = ctx.alloc(4096), o = ctx.alloc(4096);
   return run_xrtio_on(k, c, rss0, xrtio::in(a), xrtio::in(b), xrtio::in(o), std::uint32_t{4});
+}
+
+// raw-xrt-wait: what a user without xrtio writes first: one thread per
+// in-flight run (capped like blocking-threads), each start() + wait() on its
+// own xrt::run with its arguments set once.
+result run_raw_xrt_wait(int c) {
+  auto rss0 = std::size_t(rss_bytes());
+  std::optional<xrt::device> dev;
+  std::optional<xrt::kernel> krn;
+  std::vector<xrt::bo> bos;
+  named("l:dev", [&] {
+    dev.emplace(0u);
+    auto uuid = dev->load_xclbin(g_xclbin);
+    krn.emplace(*dev, uuid, "vadd");
+    for (int i = 0; i < 3; ++i) bos.emplace_back(*dev, 4096, krn->group_id(i));
+    return 0;
+  });
+  int n = std::min(c, max_threads);
+  std::vector<std::thread> ts;
+  ts.reserve(std::size_t(n));
+  for (int i = 0; i < n; ++i)
+    ts.emplace_back([&] {
+      set_thread_name("c:blk");
+      xrt::run r(*krn);
+      r.set_arg(0, bos[0]);
+      r.set_arg(1, bos[1]);
+      r.set_arg(2, bos[2]);
+      r.set_arg(3, 4u);
+      while (!g_stop.load(std::memory_order_relaxed)) {
+        r.start();
+        // wait(ms) returns the state; never wait(0): that blocks without a timeout.
+        auto s = r.wait(std::chrono::milliseconds(1000));
+        if (s == ERT_CMD_STATE_COMPLETED) record_count_only();
+        else g_errors.fetch_add(1);
+      }
+    });
+  auto r = measure(n, rss0);
+  for (auto& t : ts) t.join();
+  return r;
+}
+
+// xrtio-prepared@xrt: xrtio with arguments bound once (prepare +
+// async_execute), the fair comparison with raw-xrt's pre-bound runs.
+asio::awaitable<void> prepared_worker(xrtio::prepared_run p) {
+  while (!g_stop.load(std::memory_order_relaxed)) {
+    try {
+      record(co_await xrtio::async_execute(p, asio::use_awaitable));
+    } catch (const std::exception&) {
+      g_errors.fetch_add(1);
+    }
+  }
+}
+result run_prepared_xrt(int c) {
+  auto rss0 = std::size_t(rss_bytes());
+  xrtio::context ctx = named("l:dev", [] { return xrtio::xrt_backend::open({.xclbin_path = g_xclbin}); });
+  auto rt = named("l:rx", [] { return std::make_unique<xrtio::runtime>(g_opts.rt); });
+  ctx.bind(*rt);
+  auto k = ctx.kernel("vadd");
+  auto a = ctx.alloc(4096), b = ctx.alloc(4096), o = ctx.alloc(4096);
+  asio::io_context io(1);
+  for (int w = 0; w < c; ++w)
+    asio::co_spawn(io, prepared_worker(xrtio::prepare(k, xrtio::in(a), xrtio::in(b), xrtio::in(o), std::uint32_t{4})),
+                   asio::detached);
+  std::thread t([&] {
+    set_thread_name("c:io");
+    io.run();
+  });
+  auto r = measure(c, rss0);
+  t.join();
+  return r;
 }
 #endif
 
@@ -666,7 +741,7 @@ std::string jnum(double v) {
 
 void print_row(const cell& c) {
   auto& m = c.med;
-  std::printf("%-16s %7ld %7d %7d %11s %9s %9s %9s %8s %7s %7s %7s %8s %8s%s\n", c.contender.c_str(), c.latency_us, c.c,
+  std::printf("%-18s %5ld %7d %7d %11s %9s %9s %9s %8s %7s %7s %7s %8s %8s%s\n", c.contender.c_str(), c.latency_us, c.c,
               m.effective, fmt(m.runs_per_s, "%.0f").c_str(), fmt(m.p50, "%.1f").c_str(), fmt(m.p99, "%.1f").c_str(),
               fmt(m.p999, "%.1f").c_str(), fmt(m.cpu_us, "%.2f").c_str(), fmt(m.app_cpu_us, "%.2f").c_str(),
               fmt(m.rx_cpu_us, "%.2f").c_str(), fmt(m.dev_cpu_us, "%.2f").c_str(), fmt(m.allocs, "%.3f").c_str(),
@@ -674,7 +749,7 @@ void print_row(const cell& c) {
   std::fflush(stdout);
 }
 void print_header() {
-  std::printf("%-16s %7s %7s %7s %11s %9s %9s %9s %8s %7s %7s %7s %8s %8s\n", "contender", "L us", "C", "eff.C",
+  std::printf("%-18s %5s %7s %7s %11s %9s %9s %9s %8s %7s %7s %7s %8s %8s\n", "contender", "L us", "C", "eff.C",
               "runs/s", "p50 us", "p99 us", "p99.9 us", "cpu/run", "app", "reactor", "device", "allocs", "B/run");
 }
 
@@ -786,7 +861,7 @@ int main(int argc, char** argv) {
                    "usage: xrtio-bench [--quick] [--repeat N] [--window SECONDS] [--json FILE] [--plot FILE.png]\n"
                    "                   [--latencies US,..] [--in-flight C,..] [--contenders NAME,..]\n"
                    "                   [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US]\n"
-                   "contenders: xrtio blocking-threads pool-offload loop-poll raw-xrt xrtio@xrt\n");
+                   "contenders: xrtio blocking-threads pool-offload loop-poll raw-xrt raw-xrt-wait xrtio@xrt xrtio-prepared@xrt\n");
       return 2;
     }
   }
@@ -795,7 +870,8 @@ int main(int argc, char** argv) {
   if (repeat < 1) repeat = quick ? 3 : 3;
   g_opts.window_s = window > 0 ? window : quick ? 0.2 : 0.6;
   g_opts.warm_s = quick ? 0.05 : 0.15;
-  if (contenders.empty()) contenders = {"xrtio", "blocking-threads", "pool-offload", "loop-poll", "raw-xrt", "xrtio@xrt"};
+  if (contenders.empty())
+    contenders = {"xrtio", "blocking-threads", "pool-offload", "loop-poll", "raw-xrt", "raw-xrt-wait", "xrtio@xrt", "xrtio-prepared@xrt"};
   auto wants = [&](const char* n) { return std::find(contenders.begin(), contenders.end(), n) != contenders.end(); };
   g_samples = static_cast<float*>(std::malloc(sample_cap * sizeof(float)));
   set_thread_name("main");
@@ -808,7 +884,7 @@ int main(int argc, char** argv) {
 
   bool xrt = false;
 #if BENCH_XRT
-  if (!no_xrt && (wants("raw-xrt") || wants("xrtio@xrt"))) {
+  if (!no_xrt && (wants("raw-xrt") || wants("raw-xrt-wait") || wants("xrtio@xrt") || wants("xrtio-prepared@xrt"))) {
     try {
       xrtio::xrt_backend::use_noop_device(std::chrono::microseconds(xrt_delay_us));
       if (mkxclbin.empty()) {
@@ -848,7 +924,7 @@ int main(int argc, char** argv) {
   for (long l : lats)
     for (long c : cs)
       for (auto& n : contenders) {
-        if (n == "raw-xrt" || n == "xrtio@xrt") continue;
+        if (is_xrt_contender(n)) continue;
         if (!wants(n.c_str())) continue;
         cells.push_back({n, l, int(c), {}, {}});
       }
@@ -857,7 +933,7 @@ int main(int argc, char** argv) {
     for (long c : cs) {
       if (c > 4096) continue;  // one xrt::run (command buffer) per in-flight run
       for (auto& n : contenders)
-        if ((n == "raw-xrt" || n == "xrtio@xrt")) cells.push_back({n, xrt_delay_us, int(c), {}, {}});
+        if (is_xrt_contender(n)) cells.push_back({n, xrt_delay_us, int(c), {}, {}});
     }
   }
   for (int rep = 0; rep < repeat; ++rep) {
@@ -873,6 +949,8 @@ int main(int argc, char** argv) {
 #if BENCH_XRT
         else if (c.contender == "raw-xrt") r = run_raw_xrt(c.c);
         else if (c.contender == "xrtio@xrt") r = run_xrtio_xrt(c.c);
+        else if (c.contender == "raw-xrt-wait") r = run_raw_xrt_wait(c.c);
+        else if (c.contender == "xrtio-prepared@xrt") r = run_prepared_xrt(c.c);
 #endif
         else continue;
       } catch (const std::exception& e) {
@@ -908,7 +986,7 @@ int main(int argc, char** argv) {
       auto* x = find("xrtio", l, int(cc));
       if (!x) continue;
       for (auto& n : contenders) {
-        if (n == "xrtio" || n == "raw-xrt" || n == "xrtio@xrt") continue;
+        if (n == "xrtio" || is_xrt_contender(n)) continue;
         if (auto* o = find(n, l, int(cc)); o && o->med.runs_per_s > 0)
           std::printf("  L=%4ld us C=%5ld  xrtio / %-16s throughput %7.2fx\n", l, cc, n.c_str(),
                       x->med.runs_per_s / o->med.runs_per_s);
@@ -916,9 +994,11 @@ int main(int argc, char** argv) {
     }
   if (xrt)
     for (long cc : cs)
-      if (auto *x = find("xrtio@xrt", xrt_delay_us, int(cc)), *o = find("raw-xrt", xrt_delay_us, int(cc)); x && o)
-        std::printf("  XRT no-op (%ld us) C=%5ld  xrtio / raw-xrt throughput %.2fx\n", xrt_delay_us, cc,
-                    x->med.runs_per_s / std::max(1.0, o->med.runs_per_s));
+      for (const char* xn : {"xrtio@xrt", "xrtio-prepared@xrt"})
+        for (const char* on : {"raw-xrt", "raw-xrt-wait"})
+          if (auto *x = find(xn, xrt_delay_us, int(cc)), *o = find(on, xrt_delay_us, int(cc)); x && o)
+            std::printf("  XRT no-op (%ld us) C=%5ld  %-18s / %-12s throughput %.3fx\n", xrt_delay_us, cc, xn, on,
+                        x->med.runs_per_s / std::max(1.0, o->med.runs_per_s));
 
   std::vector<double> idle;
   for (int i = 0; i < std::min(repeat, 3); ++i) idle.push_back(idle_wakeups_per_s(quick ? 0.5 : 1.0));
@@ -955,14 +1035,14 @@ int main(int argc, char** argv) {
     std::vector<long> plot_lats = lats;
     std::vector<std::string> names;
     for (auto& n : contenders)
-      if (n != "raw-xrt" && n != "xrtio@xrt") names.push_back(n);
+      if (!is_xrt_contender(n)) names.push_back(n);
     if (xrt) {
       plot_lats.push_back(xrt_delay_us);
       for (auto& n : contenders)
-        if (n == "raw-xrt" || n == "xrtio@xrt") names.push_back(n);
+        if (is_xrt_contender(n)) names.push_back(n);
       // XRT cells share latency_us with a sim latency possibly: plot them in their own panel
       for (auto& c : cells)
-        if (c.contender == "raw-xrt" || c.contender == "xrtio@xrt") c.latency_us = -1 - c.latency_us;
+        if (is_xrt_contender(c.contender)) c.latency_us = -1 - c.latency_us;
       plot_lats.back() = -1 - xrt_delay_us;
     }
     write_plot(plot, cells, plot_lats, names);
