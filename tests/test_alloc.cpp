@@ -187,4 +187,3 @@ TEST_CASE("prepared run executions allocate nothing in steady state (use_awaitab
   MESSAGE("heap allocations over 5000 prepared executions: " << allocs);
   CHECK(allocs == 0);
 }
-
