@@ -675,3 +675,41 @@ TEST_CASE("reactor: stats report the io_uring wait primitive, and the eventfd fa
   std::this_thread::sleep_for(200ms);
   CHECK(f.rt.stats().sleeps == s0.sleeps);  // ppoll with no timeout when idle
 }
+
+TEST_CASE("reactor: a throwing handler does not lose the completions batched after it") {
+  xrtio::sim::device_config cfg;
+  cfg.latency.fixed = 20ms;
+  cfg.event_fd = false;  // polled with a long backoff: the eight completions land in one pass, one batch
+  xrtio::runtime_options o;
+  o.spin_window = 0ms;
+  o.max_poll_interval = 50ms;
+  fixture f(cfg, o);
+  asio::io_context io;
+  constexpr int n = 8;
+  int calls[n] = {};
+  bool thrown = false;
+  for (int i = 0; i < n; ++i)
+    xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(io, [&, i](std::error_code ec, xrtio::run_result) {
+                       CHECK(!ec);
+                       ++calls[i];
+                       if (!thrown) {
+                         thrown = true;
+                         throw std::runtime_error("handler failure");
+                       }
+                     }));
+  std::this_thread::sleep_for(150ms);  // every run completes and is handed over before io runs
+  auto batches = f.rt.stats().batches;
+  int exceptions = 0;
+  auto until = std::chrono::steady_clock::now() + 5s;
+  while (!io.stopped() && std::chrono::steady_clock::now() < until) {
+    try {
+      io.run_for(100ms);
+    } catch (const std::runtime_error&) {
+      ++exceptions;
+    }
+  }
+  MESSAGE(n << " completions handed over in " << batches << " batch(es)");
+  CHECK(batches < n);  // the case under test: several handlers in one batch
+  CHECK(exceptions == 1);
+  for (int i = 0; i < n; ++i) CHECK_MESSAGE(calls[i] == 1, "handler " << i << " ran " << calls[i] << " times");
+}

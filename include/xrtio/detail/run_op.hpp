@@ -281,19 +281,19 @@ class run_op final : public run_op_base {
       }
     }
     void operator()() {
-      // Each handler in turn; if one throws, the rest stay in `head` and are
-      // re-posted by the destructor path? No: they must still run exactly
-      // once, so post them again before the exception leaves.
+      // Each handler in turn. If one throws, the ones after it must still
+      // run exactly once (invariant 1): post them again before the
+      // exception leaves.
       while (head) {
         auto* o = head;
         head = static_cast<run_op*>(o->batch_next);
-        struct repost {
+        struct repost_rest {
           batch_fn* self;
-          ~repost() {
+          ~repost_rest() {
             if (std::uncaught_exceptions() && self->head) {
               auto* h = self->head;
               self->head = nullptr;
-              post_batch(h);
+              repost(h);
             }
           }
         } guard{this};
@@ -331,6 +331,28 @@ class run_op final : public run_op_base {
     } else {
       live = head;
     }
+    send(live);
+    if (reg) {
+      std::lock_guard lock(reg->mutex);
+      if (--reg->posting == 0) reg->idle.notify_all();
+    }
+  }
+
+  // Ops already `posted` whose batch was cut short by a throwing handler.
+  static void repost(run_op* live) noexcept {
+    auto reg = live->registry;
+    if (reg) {
+      std::lock_guard lock(reg->mutex);
+      ++reg->posting;
+    }
+    send(live);
+    if (reg) {
+      std::lock_guard lock(reg->mutex);
+      if (--reg->posting == 0) reg->idle.notify_all();
+    }
+  }
+
+  static void send(run_op* live) noexcept {
     auto ex = *live->work_;
     auto* arena = &live->arena_;
     auto post = [&](const auto& e) {
@@ -357,10 +379,6 @@ class run_op final : public run_op_base {
     } catch (...) {
       // Posting failed (out of memory): batch_fn's destructor destroyed the
       // handlers; nothing else can be done without breaking invariant 2.
-    }
-    if (reg) {
-      std::lock_guard lock(reg->mutex);
-      if (--reg->posting == 0) reg->idle.notify_all();
     }
   }
 
