@@ -205,7 +205,7 @@ TEST_CASE("xrt: the sample xclbin and the synthesized vadd load and behave the s
 }
 #endif
 
-TEST_CASE("xrt: buffers map host memory; write and read round-trip") {
+TEST_CASE("xrt: buffers map host memory, write and read round-trip") {
   auto ctx = open_vadd();
   auto b = ctx.alloc(64 * 1024);
   std::vector<std::uint32_t> in(16 * 1024), out(16 * 1024);
@@ -318,7 +318,7 @@ TEST_CASE("xrt: a memory budget is charged before allocation and released after 
   CHECK(code_of([&] { (void)ctx.alloc(0); }) == errc::invalid_size);
 }
 
-TEST_CASE("xrt: user memory is imported without copy; misaligned memory is refused") {
+TEST_CASE("xrt: user memory is imported without copy, misaligned memory is refused") {
   auto ctx = open_vadd();
   void* p = std::aligned_alloc(4096, 8192);
   REQUIRE(p);
