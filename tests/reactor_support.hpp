@@ -30,6 +30,16 @@ using clock = std::chrono::steady_clock;
 
 inline constexpr bool sanitized = XRTIO_TEST_SANITIZED != 0;
 
+/// A simulated device bound to its own runtime.
+struct fixture {
+  xrtio::runtime rt;
+  xrtio::context ctx;
+  explicit fixture(xrtio::sim::device_config cfg = {}, xrtio::runtime_options o = {}) : rt(o) {
+    ctx = xrtio::sim::open(std::move(cfg));
+    ctx.bind(rt);
+  }
+};
+
 inline xrtio::sim::device& dev(const xrtio::context& c) { return static_cast<xrtio::sim::device&>(c.native()); }
 
 /// co_spawn completion that rethrows out of io_context::run().

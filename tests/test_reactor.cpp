@@ -55,14 +55,7 @@ TEST_CASE("smoke: async_run with a callback completes vadd") {
 // ---- 1. completion tokens ------------------------------------------------------
 
 namespace {
-struct fixture {
-  xrtio::runtime rt;
-  xrtio::context ctx;
-  explicit fixture(xrtio::sim::device_config cfg = {}, xrtio::runtime_options o = {}) : rt(o) {
-    ctx = xrtio::sim::open(std::move(cfg));
-    ctx.bind(rt);
-  }
-};
+using rtest::fixture;
 
 xrtio::sim::device_config hang_vadd() {
   xrtio::sim::device_config cfg;

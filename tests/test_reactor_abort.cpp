@@ -17,14 +17,7 @@ using rtest::vadd_ok;
 namespace sim = xrtio::sim;
 
 namespace {
-struct fixture {
-  xrtio::runtime rt;
-  xrtio::context ctx;
-  explicit fixture(sim::device_config cfg = {}, xrtio::runtime_options o = {}) : rt(o) {
-    ctx = sim::open(std::move(cfg));
-    ctx.bind(rt);
-  }
-};
+using rtest::fixture;
 
 sim::device_config with_fault(sim::fault_rule r) {
   sim::device_config cfg;

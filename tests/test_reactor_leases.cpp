@@ -17,14 +17,7 @@ using rtest::vadd_ok;
 namespace sim = xrtio::sim;
 
 namespace {
-struct fixture {
-  xrtio::runtime rt;
-  xrtio::context ctx;
-  explicit fixture(sim::device_config cfg = {}, xrtio::runtime_options o = {}) : rt(o) {
-    ctx = sim::open(std::move(cfg));
-    ctx.bind(rt);
-  }
-};
+using rtest::fixture;
 
 template <class Token>
 auto run_vadd(xrtio::context& ctx, const rtest::vadd_set& v, xrtio::run_options o, Token&& tok) {

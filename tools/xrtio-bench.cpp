@@ -495,21 +495,30 @@ bool is_xrt_contender(const std::string& n) {
 #if BENCH_XRT
 std::string g_xclbin;
 
+// The no-op device, the vadd kernel and its three buffers, for the raw contenders.
+struct raw_setup {
+  std::optional<xrt::device> dev;
+  std::optional<xrt::kernel> krn;
+  std::vector<xrt::bo> bos;
+  raw_setup() {
+    named("l:dev", [&] {
+      dev.emplace(0u);
+      auto uuid = dev->load_xclbin(g_xclbin);
+      krn.emplace(*dev, uuid, "vadd");
+      for (int i = 0; i < 3; ++i) bos.emplace_back(*dev, 4096, krn->group_id(i));
+      return 0;
+    });
+  }
+};
+
 // raw-xrt: C xrt::run objects (arguments set once), start() and state()
 // polling in one loop on one thread.
 result run_raw_xrt(int c) {
   auto rss0 = std::size_t(rss_bytes());
   std::vector<xrt::run> runs;
-  std::optional<xrt::device> dev;
-  std::optional<xrt::kernel> krn;
-  std::vector<xrt::bo> bos;
-  named("l:dev", [&] {
-    dev.emplace(0u);
-    auto uuid = dev->load_xclbin(g_xclbin);
-    krn.emplace(*dev, uuid, "vadd");
-    for (int i = 0; i < 3; ++i) bos.emplace_back(*dev, 4096, krn->group_id(i));
-    return 0;
-  });
+  raw_setup x;
+  auto& krn = x.krn;
+  auto& bos = x.bos;
   runs.reserve(std::size_t(c));
   for (int i = 0; i < c; ++i) {
     auto& r = runs.emplace_back(*krn);
@@ -563,16 +572,9 @@ result run_xrtio_xrt(int c) {
 // own xrt::run with its arguments set once.
 result run_raw_xrt_wait(int c) {
   auto rss0 = std::size_t(rss_bytes());
-  std::optional<xrt::device> dev;
-  std::optional<xrt::kernel> krn;
-  std::vector<xrt::bo> bos;
-  named("l:dev", [&] {
-    dev.emplace(0u);
-    auto uuid = dev->load_xclbin(g_xclbin);
-    krn.emplace(*dev, uuid, "vadd");
-    for (int i = 0; i < 3; ++i) bos.emplace_back(*dev, 4096, krn->group_id(i));
-    return 0;
-  });
+  raw_setup x;
+  auto& krn = x.krn;
+  auto& bos = x.bos;
   int n = std::min(c, max_threads);
   std::vector<std::thread> ts;
   ts.reserve(std::size_t(n));
