@@ -559,6 +559,67 @@ TEST_CASE("reactor: while a run is in flight the reactor backs off to bounded sl
   CHECK(s3.sleeps == s2.sleeps);
 }
 
+namespace {
+// n sequential noop runs on one io_context; returns how many completed.
+int run_sequentially(rtest::fixture& f, int n) {
+  asio::io_context io;
+  int ok = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < n; ++i) {
+          auto r = co_await xrtio::async_run(f.ctx.kernel("noop"), asio::use_awaitable);
+          if (r.ok()) ++ok;
+        }
+      },
+      rtest::rethrow);
+  io.run();
+  return ok;
+}
+}  // namespace
+
+TEST_CASE("reactor: completion prediction wakes the reactor before runs of a known kernel finish") {
+  xrtio::sim::device_config cfg;
+  cfg.latency.fixed = 5ms;
+  for (bool predict : {true, false}) {
+    CAPTURE(predict);
+    xrtio::runtime_options o;
+    o.predict_completions = predict;
+    rtest::fixture f(cfg, o);
+    CHECK(run_sequentially(f, 12) == 12);
+    auto s = f.rt.stats();
+    MESSAGE("predict " << predict << ": " << s.predicted_wakeups << " predicted wake-ups, " << s.predictions_missed
+                       << " missed, " << s.sleeps << " sleeps");
+    if (predict) {
+      // The first run teaches the kernel's run time; later ones are predicted
+      // (a few may be missed or end early on a loaded host).
+      CHECK(s.predicted_wakeups >= 3);
+    } else {
+      CHECK(s.predicted_wakeups == 0);
+      CHECK(s.predictions_missed == 0);
+    }
+  }
+}
+
+TEST_CASE("reactor: a run that outlives its prediction is given up on: the reactor sleeps again, the run completes") {
+  xrtio::sim::device_config cfg;
+  cfg.latency.fixed = 2ms;
+  rtest::fixture f(cfg);
+  REQUIRE(run_sequentially(f, 10) == 10);
+  // Run 11 hangs for 300 ms after its 2 ms, then completes by itself.
+  dev(f.ctx).add_fault({"noop", 11, xrtio::sim::fault::hang, 300ms});
+  auto s0 = f.rt.stats();
+  REQUIRE(run_sequentially(f, 1) == 1);
+  auto s1 = f.rt.stats();
+  MESSAGE("300 ms past its prediction: " << (s1.polls - s0.polls) << " polls, " << (s1.sleeps - s0.sleeps)
+                                         << " sleeps, " << (s1.predictions_missed - s0.predictions_missed)
+                                         << " missed");
+  CHECK(s1.predictions_missed - s0.predictions_missed == 1);
+  CHECK(s1.sleeps - s0.sleeps >= 1);
+  // Spinning through the 300 ms would be hundreds of thousands of polls.
+  CHECK(s1.polls - s0.polls < 20000);
+}
+
 // ---- 13. statistics -------------------------------------------------------------------
 
 TEST_CASE("reactor: stats count what was submitted, completed, failed, cancelled and timed out") {

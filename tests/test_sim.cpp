@@ -229,6 +229,42 @@ TEST_CASE("sim: per-byte latency scales with the bytes of the buffer arguments")
   CHECK(quick.ok());
 }
 
+TEST_CASE("sim: a run due sooner wakes a compute unit sleeping until a later run's due time") {
+  // One compute unit asleep until the 3 s run is due; a run with no buffers
+  // (no per-byte time) submitted after it must wake that unit, not wait 3 s.
+  sim::device_config cfg;
+  cfg.compute_units = 1;
+  cfg.latency.ns_per_byte = 1'000'000.0;  // 3 x 1024 bytes: ~3 s
+  auto ctx = sim::open(cfg);
+  auto a = ctx.alloc(1024), b = ctx.alloc(1024), c = ctx.alloc(1024);
+  auto slow = xrtio::start(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{1});
+  std::this_thread::sleep_for(5ms);  // let the unit go to sleep until the slow run's due time
+  auto quick = xrtio::start(ctx.kernel("noop")).wait(10s);
+  CHECK(quick.ok());
+  CHECK_FALSE(xrtio::is_final(slow.state()));
+}  // the handle's destructor aborts the slow run
+
+TEST_CASE("sim: a burst of runs on busy compute units all complete, each after its latency") {
+  // Submissions that find every unit awake do not signal them; the units
+  // must still drain the queue by themselves.
+  sim::device_config cfg;
+  cfg.compute_units = 2;
+  cfg.latency.fixed = 200us;
+  auto ctx = sim::open(cfg);
+  auto k = ctx.kernel("noop");
+  std::vector<xrtio::run_handle> hs;
+  for (int round = 0; round < 20; ++round) {
+    for (int i = 0; i < 50; ++i) hs.push_back(xrtio::start(k));
+    if (round % 3 == 0) std::this_thread::sleep_for(300us);
+  }
+  for (auto& h : hs) {
+    auto r = h.wait(10s);
+    REQUIRE(r.ok());
+    CHECK(r.device_completed - r.submitted >= 200us);
+  }
+  CHECK(device_of(ctx).stats().completed == 1000);
+}
+
 // ---- fault injection ---------------------------------------------------------------
 
 TEST_CASE("sim: fault::fail ends the run in ERROR: wait throws run_error and the kernel did not run") {

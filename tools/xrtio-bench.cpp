@@ -4,7 +4,7 @@
 //
 //   xrtio-bench [--quick] [--repeat N] [--window S] [--json FILE] [--plot FILE.png]
 //               [--latencies US,US,..] [--in-flight C,C,..] [--contenders a,b,..]
-//               [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US]
+//               [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US] [--no-predict]
 //
 // --spin-us / --max-poll-us set the xrtio runtime's spin_window and
 // max_poll_interval (runtime_options) for experiments; defaults: the library's.
@@ -857,12 +857,13 @@ int main(int argc, char** argv) {
     else if (arg("--xrt-delay-us")) xrt_delay_us = std::atol(argv[++i]);
     else if (arg("--mkxclbin")) mkxclbin = argv[++i];
     else if (arg("--spin-us")) g_opts.rt.spin_window = std::chrono::microseconds(std::atol(argv[++i]));
+    else if (!std::strcmp(argv[i], "--no-predict")) g_opts.rt.predict_completions = false;
     else if (arg("--max-poll-us")) g_opts.rt.max_poll_interval = std::chrono::microseconds(std::atol(argv[++i]));
     else {
       std::fprintf(stderr,
                    "usage: xrtio-bench [--quick] [--repeat N] [--window SECONDS] [--json FILE] [--plot FILE.png]\n"
                    "                   [--latencies US,..] [--in-flight C,..] [--contenders NAME,..]\n"
-                   "                   [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US]\n"
+                   "                   [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US] [--no-predict]\n"
                    "contenders: xrtio blocking-threads pool-offload loop-poll raw-xrt raw-xrt-wait xrtio@xrt xrtio-prepared@xrt\n");
       return 2;
     }

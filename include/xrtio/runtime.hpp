@@ -37,6 +37,22 @@ struct runtime_options {
   std::chrono::nanoseconds refresh_wait = std::chrono::milliseconds(1);
   /// Most completions handed to one executor in one batch.
   unsigned max_batch = 64;
+  /// Predict when runs will finish from how long the same kernel's recent
+  /// runs took (device completion time - start), and while they are due
+  /// sleep only until shortly before the predicted time, then poll, instead
+  /// of sleeping until the device signals. The completion is then seen
+  /// without a wake-up hop, for a short spin (the reactor's timer lateness
+  /// plus prediction_margin) per prediction. Off: the reactor sleeps on the
+  /// device's event (or its poll backoff) after spin_window.
+  bool predict_completions = true;
+  /// Extra time added to the measured timer lateness when waking before a
+  /// predicted completion; also how long past it the reactor keeps polling
+  /// before it gives up on a prediction and sleeps.
+  std::chrono::nanoseconds prediction_margin = std::chrono::microseconds(10);
+  /// Predict only while at most this many runs are in flight on this runtime:
+  /// with more, completions are frequent, event wake-ups serve whole batches,
+  /// and spinning towards each prediction would cost more CPU than it saves.
+  unsigned predict_max_in_flight = 4;
   /// Wait on an io_uring ring (else eventfd + ppoll). Falls back by itself
   /// when io_uring is unavailable.
   bool use_io_uring = true;
@@ -54,6 +70,8 @@ struct runtime_stats {
   std::uint64_t wakeups = 0;    ///< wake-ups by submitters or cancellations
   std::uint64_t sleeps = 0;     ///< times the reactor blocked
   std::uint64_t batches = 0;    ///< completion batches posted to executors
+  std::uint64_t predicted_wakeups = 0;  ///< timed sleeps ended early for a predicted completion
+  std::uint64_t predictions_missed = 0;  ///< predictions given up (run still not final past the margin)
   bool io_uring = false;        ///< the wait primitive is io_uring (else eventfd + ppoll)
 };
 

@@ -98,7 +98,10 @@ class reactor final : public access_listener {
   void intake(clock::time_point now) noexcept;
   void handle_cancels() noexcept;
   void retry_waiting() noexcept;
-  bool poll(clock::time_point now, clock::time_point& next_deadline) noexcept;
+  bool poll(clock::time_point now, clock::time_point& next_deadline, clock::time_point& next_predicted) noexcept;
+  clock::time_point predict(const run_op_base* op) noexcept;
+  std::chrono::nanoseconds prediction_spread(const run_op_base* op) const noexcept;
+  void learn(const run_op_base* op) noexcept;
   void begin_abort(run_op_base* op, run_op_base::abort_reason why, clock::time_point now) noexcept;
   void finish(run_op_base* op, run_state s) noexcept;
   void fail(run_op_base* op, std::error_code ec) noexcept;
@@ -139,11 +142,22 @@ class reactor final : public access_listener {
   bool shutting_down_ = false;
   clock::time_point shutdown_deadline_{};
   clock::time_point last_refresh_{};
+  // Completion prediction (runtime_options::predict_completions): recent run
+  // times per native kernel, direct-mapped by address (a collision or a
+  // reused address only costs one poor guess), and how late timed sleeps end.
+  struct run_time_estimate {
+    const void* kernel = nullptr;
+    std::int64_t ns = 0;   // mean run time (EWMA, 1/8)
+    std::int64_t dev = 0;  // mean absolute deviation from it (EWMA, 1/4)
+  };
+  static constexpr unsigned estimate_slots = 64;
+  run_time_estimate estimates_[estimate_slots]{};
+  std::int64_t wake_lateness_ns_ = 20'000;
   std::shared_ptr<aborter> aborter_;
   std::thread thread_;
   // Statistics: written by the reactor thread, read anywhere.
   std::atomic<std::uint64_t> submitted_{0}, completed_{0}, failed_{0}, timed_out_{0}, cancelled_{0}, retained_{0},
-      in_flight_{0}, polls_{0}, wakeups_{0}, sleeps_{0}, batches_{0};
+      in_flight_{0}, polls_{0}, wakeups_{0}, sleeps_{0}, batches_{0}, predicted_wakeups_{0}, predictions_missed_{0};
   std::atomic<std::uint64_t> rejected_{0};  // any thread
 };
 
@@ -248,7 +262,6 @@ void reactor::start_on_device(run_op_base* op) noexcept {
 void reactor::submit(run_op_base* op) noexcept {
   if (stopping_.load(std::memory_order_acquire)) return reject(op, errc::shut_down);
   if (op->options.timeout.count() > 0) op->deadline = clock::now() + op->options.timeout;
-  std::string why;
   // Leases and submission on the caller's thread: no reactor hop before the
   // device starts working (the reactor only observes).
   const access_waiter* w = nullptr;
@@ -283,6 +296,7 @@ void reactor::finish(run_op_base* op, run_state s) noexcept {
   if (s == run_state::completed) {
     op->ec = {};
     bump(completed_);
+    if (op->reason == run_op_base::abort_reason::none) learn(op);
   } else if (op->reason == reason::timeout) {
     op->ec = errc::timed_out;
     bump(timed_out_);
@@ -372,6 +386,7 @@ void reactor::intake(clock::time_point) noexcept {
       default:
         bump(submitted_);
         bump(in_flight_);
+        op->predicted = predict(op);
         op->next = device_;
         device_ = op;
         break;
@@ -434,14 +449,56 @@ void reactor::retry_waiting() noexcept {
       done_tail_ = &op->next;
       continue;
     }
+    op->predicted = predict(op);
     op->next = device_;
     device_ = op;
   }
 }
 
+namespace {
+unsigned estimate_slot(const void* kernel, unsigned slots) noexcept {
+  auto a = reinterpret_cast<std::uintptr_t>(kernel);
+  return static_cast<unsigned>((a >> 4) ^ (a >> 12)) & (slots - 1);
+}
+}  // namespace
+
+clock::time_point reactor::predict(const run_op_base* op) noexcept {
+  if (!opts_.predict_completions) return clock::time_point::max();
+  const void* k = &op->core.kernel().native();
+  auto& e = estimates_[estimate_slot(k, estimate_slots)];
+  if (e.kernel != k || e.ns <= 0) return clock::time_point::max();
+  return op->core.submitted() + std::chrono::nanoseconds(std::max<std::int64_t>(e.ns - e.dev, 0));
+}
+
+std::chrono::nanoseconds reactor::prediction_spread(const run_op_base* op) const noexcept {
+  const void* k = &op->core.kernel().native();
+  auto& e = estimates_[estimate_slot(k, estimate_slots)];
+  return std::chrono::nanoseconds(e.kernel == k ? 2 * e.dev : 0);
+}
+
+// A completed run's time on the device (its device completion timestamp when
+// the backend has one, else when it was seen). The prediction is the mean
+// less the mean deviation: early enough for most runs, as TCP's RTO estimator
+// does the other way round.
+void reactor::learn(const run_op_base* op) noexcept {
+  if (!opts_.predict_completions) return;
+  auto t = (op->result.device_completed - op->result.submitted).count();
+  if (t <= 0) return;
+  const void* k = &op->core.kernel().native();
+  auto& e = estimates_[estimate_slot(k, estimate_slots)];
+  if (e.kernel != k) {
+    e = {k, t, t / 4};
+    return;
+  }
+  auto err = t - e.ns;
+  e.ns += err / 8;
+  e.dev += ((err < 0 ? -err : err) - e.dev) / 4;
+}
+
 // One scan of the in-flight runs: final states, deadlines, aborts. Returns
 // whether anything finished; lowers next_deadline to the nearest deadline.
-bool reactor::poll(clock::time_point now, clock::time_point& next_deadline) noexcept {
+bool reactor::poll(clock::time_point now, clock::time_point& next_deadline,
+                   clock::time_point& next_predicted) noexcept {
   bool any = false;
   std::uint64_t polls = 0;
   // Waiting runs can time out too.
@@ -475,8 +532,16 @@ bool reactor::poll(clock::time_point now, clock::time_point& next_deadline) noex
         begin_abort(op, run_op_base::abort_reason::timeout, now);
       } else if (shutting_down_) {
         begin_abort(op, run_op_base::abort_reason::shutdown, now);
-      } else if (op->deadline < next_deadline) {
-        next_deadline = op->deadline;
+      } else {
+        if (op->deadline < next_deadline) next_deadline = op->deadline;
+        if (op->predicted != clock::time_point::max()) {
+          if (now > op->predicted + opts_.prediction_margin + prediction_spread(op)) {
+            op->predicted = clock::time_point::max();  // late: stop spinning for it
+            bump(predictions_missed_);
+          } else if (op->predicted < next_predicted) {
+            next_predicted = op->predicted;
+          }
+        }
       }
     }
     if (!done && op->ph == run_op_base::phase::aborting) {
@@ -698,7 +763,8 @@ void reactor::run() noexcept {
     if (cancel_pending_.exchange(false, std::memory_order_acq_rel)) handle_cancels();
     if (retry_pending_.exchange(false, std::memory_order_acq_rel)) retry_waiting();
     auto next_deadline = clock::time_point::max();
-    if (poll(now, next_deadline)) activity = true;
+    auto next_predicted = clock::time_point::max();
+    if (poll(now, next_deadline, next_predicted)) activity = true;
     // Fallback for backends whose state() does not advance by itself.
     if (opts_.refresh_interval.count() > 0 && device_ && now - last_refresh_ >= opts_.refresh_interval) {
       last_refresh_ = now;
@@ -742,6 +808,17 @@ void reactor::run() noexcept {
       __builtin_ia32_pause();
       continue;
     }
+    // A run is predicted to finish within the wake-up lateness: poll for it
+    // rather than pay a wake-up hop after it.
+    // Only with few runs in flight: with many, completions come often enough
+    // that event wake-ups are shared by batches and spinning would cost more.
+    if (in_flight_.load(std::memory_order_relaxed) > opts_.predict_max_in_flight)
+      next_predicted = clock::time_point::max();
+    auto lead = std::chrono::nanoseconds(wake_lateness_ns_) + opts_.prediction_margin;
+    if (next_predicted != clock::time_point::max() && next_predicted - lead <= now && !shutting_down_) {
+      __builtin_ia32_pause();
+      continue;
+    }
       // Devices that signal completions let the reactor sleep until they do
     // (bounded by max_poll_interval as a safety net); others are polled with
     // an exponential backoff.
@@ -749,7 +826,21 @@ void reactor::run() noexcept {
     auto step = evented ? std::chrono::nanoseconds(opts_.event_poll_interval) : backoff;
     auto until = std::min(next_deadline, device_ ? now + step : clock::time_point::max());
     if (shutting_down_) until = std::min(until, shutdown_deadline_);
+    bool predicted_wake = false;
+    if (next_predicted != clock::time_point::max() && next_predicted - lead < until) {
+      until = next_predicted - lead;
+      predicted_wake = true;
+    }
     sleep(until);
+    if (predicted_wake) {
+      // Learn how late timed sleeps end (only those that ran to their time).
+      auto late = (clock::now() - until).count();
+      if (late >= 0) {
+        bump(predicted_wakeups_);
+        late = std::min<std::int64_t>(late, 1'000'000);
+        wake_lateness_ns_ += (late - wake_lateness_ns_) / 8;
+      }
+    }
     backoff = std::min<std::chrono::nanoseconds>(backoff * 2, opts_.max_poll_interval);
   }
   stopped_.store(true, std::memory_order_release);
@@ -782,6 +873,8 @@ runtime_stats reactor::stats() const noexcept {
   s.wakeups = wakeups_.load(std::memory_order_relaxed);
   s.sleeps = sleeps_.load(std::memory_order_relaxed);
   s.batches = batches_.load(std::memory_order_relaxed);
+  s.predicted_wakeups = predicted_wakeups_.load(std::memory_order_relaxed);
+  s.predictions_missed = predictions_missed_.load(std::memory_order_relaxed);
   s.io_uring = uring_;
   return s;
 }

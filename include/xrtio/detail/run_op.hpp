@@ -89,6 +89,8 @@ class run_op_base {
   run_result result;
   std::shared_ptr<reactor> rx;  // keeps the reactor alive for the cancellation handler
 
+  // Reactor thread only: when this run is expected to finish (max(): no prediction).
+  std::chrono::steady_clock::time_point predicted = std::chrono::steady_clock::time_point::max();
   run_op_base* next = nullptr;        // reactor lists
   run_op_base* batch_next = nullptr;  // completion batches
   std::shared_ptr<completion_registry> registry;

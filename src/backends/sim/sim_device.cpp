@@ -105,6 +105,8 @@ class sim_run final : public backend::native_run, public kernel_call {
   bool hang_phase_ = false;  // queued again to finish a timed hang
   bool kernel_failed_ = false;
   bool lost_ = false;
+  unsigned waiters_ = 0;  // threads in wait_for() or abort() waiting for a final state
+  std::condition_variable done_cv_;
 };
 
 class sim_kernel final : public backend::native_kernel {
@@ -169,7 +171,8 @@ class sim_device_impl final : public device {
       if (efd_ < 0) throw error(errc::backend_failure, "sim device: eventfd failed");
     }
     heap_.reserve(1024);
-    for (unsigned i = 0; i < cfg_.compute_units; ++i) threads_.emplace_back([this] { compute_unit(); });
+    for (unsigned i = 0; i < cfg_.compute_units; ++i) cus_.push_back(std::make_unique<cu_slot>());
+    for (unsigned i = 0; i < cfg_.compute_units; ++i) threads_.emplace_back([this, i] { compute_unit(*cus_[i]); });
   }
 
   ~sim_device_impl() override {
@@ -178,7 +181,7 @@ class sim_device_impl final : public device {
       stopping_ = true;
       for (auto* r : executing_list_) r->stop_.store(true);
     }
-    cv_.notify_all();
+    for (auto& cu : cus_) cu->cv.notify_one();
     for (auto& t : threads_) t.join();
     if (efd_ >= 0) ::close(efd_);
   }
@@ -259,8 +262,18 @@ class sim_device_impl final : public device {
     }
     r->due_ = clock::now() + latency(*r);
     push(r);
+    // Wake a compute unit only if none would otherwise pick the run up in
+    // time: one asleep with nothing due (or due later than this run), and
+    // not already woken. Busy units come back to the queue by themselves.
+    // Waking on every submission cost a futex wake and usually a context
+    // switch per run (docs/PERFORMANCE.md).
+    cu_slot* pick = nullptr;
+    for (auto& cu : cus_)
+      if (cu->sleep_until > r->due_ && (!pick || cu->sleep_until > pick->sleep_until)) pick = cu.get();
+    if (!pick) return;
+    pick->sleep_until = cu_slot::awake;  // woken: later submissions need not wake it again
     lock.unlock();
-    cv_.notify_one();
+    pick->cv.notify_one();
   }
 
   backend::abort_outcome abort(sim_run* r) {
@@ -284,7 +297,9 @@ class sim_device_impl final : public device {
     }
     if (r->executing_) {
       r->stop_.store(true, std::memory_order_release);
-      done_cv_.wait(lock, [&] { return is_final(r->state_.load()); });
+      ++r->waiters_;
+      r->done_cv_.wait(lock, [&] { return is_final(r->state_.load()); });
+      --r->waiters_;
       return backend::abort_outcome::done;
     }
     if (r->in_queue_) remove(r);
@@ -337,7 +352,7 @@ class sim_device_impl final : public device {
     else if (s == run_state::abort) ++stats_.aborted;
     else ++stats_.failed;
     r->state_.store(s, std::memory_order_release);
-    done_cv_.notify_all();
+    if (r->waiters_) r->done_cv_.notify_all();  // only this run's waiters
     if (efd_ >= 0 && !signaled_.exchange(true, std::memory_order_acq_rel)) {
       std::uint64_t one = 1;
       [[maybe_unused]] auto n = ::write(efd_, &one, sizeof one);
@@ -364,17 +379,28 @@ class sim_device_impl final : public device {
     }
   }
 
-  void compute_unit() {
+  // One per compute unit; guarded by mutex_.
+  struct cu_slot {
+    static constexpr clock::time_point awake = clock::time_point::min();
+    std::condition_variable cv;
+    clock::time_point sleep_until = awake;  // max(): asleep with nothing queued
+  };
+
+  void compute_unit(cu_slot& self) {
     ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // precise latency model
     std::unique_lock lock(mutex_);
     while (!stopping_) {
       if (heap_.empty()) {
-        cv_.wait(lock);
+        self.sleep_until = clock::time_point::max();
+        self.cv.wait(lock);
+        self.sleep_until = cu_slot::awake;
         continue;
       }
       auto now = clock::now();
       if (heap_.front()->due_ > now) {
-        cv_.wait_until(lock, heap_.front()->due_);
+        self.sleep_until = heap_.front()->due_;
+        self.cv.wait_until(lock, self.sleep_until);
+        self.sleep_until = cu_slot::awake;
         continue;
       }
       std::pop_heap(heap_.begin(), heap_.end(), later);
@@ -428,8 +454,7 @@ class sim_device_impl final : public device {
   device_config cfg_;
   std::map<std::string, std::shared_ptr<sim_kernel>> kernels_;
   mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  std::condition_variable done_cv_;
+  std::vector<std::unique_ptr<cu_slot>> cus_;
   std::vector<sim_run*> heap_;  // min-heap by due time
   std::vector<sim_run*> parked_;
   std::vector<sim_run*> executing_list_;
@@ -484,7 +509,9 @@ void sim_run::start() {
 
 run_state sim_run::wait_for(std::chrono::nanoseconds timeout) {
   std::unique_lock lock(device_->mutex_);
-  device_->done_cv_.wait_for(lock, timeout, [&] { return is_final(state_.load()); });
+  ++waiters_;
+  done_cv_.wait_for(lock, timeout, [&] { return is_final(state_.load()); });
+  --waiters_;
   return state_.load();
 }
 
