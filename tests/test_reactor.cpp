@@ -620,6 +620,31 @@ TEST_CASE("reactor: a run that outlives its prediction is given up on: the react
   CHECK(s1.polls - s0.polls < 20000);
 }
 
+TEST_CASE("reactor: while it spins the reactor scans runs only when their device signals a completion") {
+  // 8 runs of 100 ms and a 5 ms spin window: a reactor that scanned every
+  // run on every pass would call state() thousands of times while spinning.
+  // With the device's completion signal (take_completions) it polls each run
+  // when it arrives, after each sleep, and when a signal comes.
+  xrtio::sim::device_config cfg;
+  cfg.latency.fixed = 100ms;
+  xrtio::runtime_options o;
+  o.spin_window = 5ms;
+  o.predict_completions = false;
+  rtest::fixture f(cfg, o);
+  asio::io_context io;
+  int done = 0;
+  for (int i = 0; i < 8; ++i)
+    xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                       CHECK(!ec);
+                       ++done;
+                     }));
+  io.run();
+  CHECK(done == 8);
+  auto s = f.rt.stats();
+  MESSAGE("8 runs of 100 ms, 5 ms spin window: " << s.polls << " polls, " << s.sleeps << " sleeps");
+  CHECK(s.polls < 1000);
+}
+
 // ---- 13. statistics -------------------------------------------------------------------
 
 TEST_CASE("reactor: stats count what was submitted, completed, failed, cancelled and timed out") {

@@ -98,8 +98,12 @@ class reactor final : public access_listener {
   void intake(clock::time_point now) noexcept;
   void handle_cancels() noexcept;
   void retry_waiting() noexcept;
-  bool poll(clock::time_point now, clock::time_point& next_deadline, clock::time_point& next_predicted) noexcept;
+  bool poll(clock::time_point now, clock::time_point& next_deadline, run_op_base*& next_predicted) noexcept;
   clock::time_point predict(const run_op_base* op) noexcept;
+  void track(run_op_base* op) noexcept;
+  void untrack(run_op_base* op) noexcept;
+  void unlink(run_op_base* op) noexcept;
+  bool scan_needed(clock::time_point now) noexcept;
   std::chrono::nanoseconds prediction_spread(const run_op_base* op) const noexcept;
   void learn(const run_op_base* op) noexcept;
   void begin_abort(run_op_base* op, run_op_base::abort_reason why, clock::time_point now) noexcept;
@@ -137,6 +141,28 @@ class reactor final : public access_listener {
   run_op_base* waiting_ = nullptr;  // FIFO
   run_op_base** waiting_tail_ = &waiting_;
   run_op_base* device_ = nullptr;  // on the device or aborting
+  // The devices of the runs in device_, with how many each has there, so a
+  // spinning pass can ask them whether anything finished (take_completions)
+  // instead of scanning every run. Runs beyond max_tracked devices are
+  // counted in untracked_ and force a scan on every pass.
+  static constexpr unsigned max_tracked = 16;
+  struct tracked_device {
+    backend::native_device* dev;
+    unsigned runs;
+  };
+  tracked_device tracked_[max_tracked]{};
+  unsigned tracked_count_ = 0;
+  unsigned untracked_ = 0;
+  unsigned aborting_ = 0;     // runs in device_ with an abort under way
+  bool force_scan_ = true;
+  unsigned fresh_ = 0;        // runs added to the front of device_ since the last scan
+  bool signalled_ = false;    // a device reported completions not scanned for yet
+  clock::time_point last_full_scan_{};
+  // What the last scan saw: the earliest deadline and prediction, and when
+  // the earliest prediction is to be given up.
+  clock::time_point scan_deadline_ = clock::time_point::max();
+  clock::time_point scan_giveup_ = clock::time_point::max();
+  run_op_base* scan_predicted_ = nullptr;
   run_op_base* done_ = nullptr;    // completed this pass (FIFO)
   run_op_base** done_tail_ = &done_;
   bool shutting_down_ = false;
@@ -343,14 +369,16 @@ void reactor::begin_abort(run_op_base* op, run_op_base::abort_reason why, clock:
   op->reason = why;
   op->ph = run_op_base::phase::aborting;
   op->abort_deadline = now + opts_.abort_grace;
+  ++aborting_;
   try {
     op->ticket = std::make_shared<abort_ticket>();
     std::lock_guard lock(aborter_->mutex);
     aborter_->queue.emplace_back(op->core.native(), op->ticket);
     aborter_->add_worker_if_needed(aborter_);
   } catch (...) {
-    // Cannot even queue the abort: keep everything (invariant 5).
-    retain(op);
+    // Cannot even queue the abort: the next scan retains the run (no
+    // ticket reads as refused) and keeps everything (invariant 5).
+    op->ticket.reset();
     return;
   }
   aborter_->cv.notify_one();
@@ -387,6 +415,7 @@ void reactor::intake(clock::time_point) noexcept {
         bump(submitted_);
         bump(in_flight_);
         op->predicted = predict(op);
+        track(op);
         op->next = device_;
         device_ = op;
         break;
@@ -450,9 +479,63 @@ void reactor::retry_waiting() noexcept {
       continue;
     }
     op->predicted = predict(op);
+    track(op);
     op->next = device_;
     device_ = op;
   }
+}
+
+void reactor::track(run_op_base* op) noexcept {
+  ++fresh_;
+  auto* dev = op->core.kernel().context_state()->device.get();
+  for (unsigned i = 0; i < tracked_count_; ++i)
+    if (tracked_[i].dev == dev) {
+      ++tracked_[i].runs;
+      return;
+    }
+  if (tracked_count_ < max_tracked) tracked_[tracked_count_++] = {dev, 1};
+  else ++untracked_;
+}
+
+void reactor::untrack(run_op_base* op) noexcept {
+  auto* dev = op->core.kernel().context_state()->device.get();
+  for (unsigned i = 0; i < tracked_count_; ++i)
+    if (tracked_[i].dev == dev) {
+      if (--tracked_[i].runs == 0) tracked_[i] = tracked_[--tracked_count_];
+      return;
+    }
+  --untracked_;
+}
+
+// Whether this pass must scan the runs on the device. It need not when the
+// last scan saw everything, nothing was added, no deadline or abort is due,
+// and every device says none of its runs finished since.
+//
+// With many runs in flight a full scan is long and, started right after the
+// previous one, finds few completions: polls per completion grow with the
+// runs in flight. So a completion signal waits until the previous full scan
+// is at least scan_gap old, about as long as a scan takes (8 ns per run,
+// at most 50 us; far below the queueing delay at such depths).
+bool reactor::scan_needed(clock::time_point now) noexcept {
+  bool must = force_scan_ || untracked_ > 0 || aborting_ > 0 || shutting_down_ || now >= scan_deadline_ ||
+              now >= scan_giveup_;
+  // Ask every device (clearing each indication) even when the answer is
+  // known. Devices without a completion event are polled: scanned whenever
+  // the gap allows (the caller paces passes with its backoff).
+  bool polled = false;
+  for (unsigned i = 0; i < tracked_count_; ++i) {
+    auto* d = tracked_[i].dev;
+    if (d->event_fd() < 0) polled = true;
+    else if (d->take_completions()) signalled_ = true;
+  }
+  force_scan_ = false;
+  auto gap = std::chrono::nanoseconds(std::min<std::uint64_t>(8 * in_flight_.load(std::memory_order_relaxed), 50'000));
+  if (must || ((signalled_ || polled) && now - last_full_scan_ >= gap)) {
+    signalled_ = false;
+    last_full_scan_ = now;
+    return true;
+  }
+  return false;
 }
 
 namespace {
@@ -497,8 +580,7 @@ void reactor::learn(const run_op_base* op) noexcept {
 
 // One scan of the in-flight runs: final states, deadlines, aborts. Returns
 // whether anything finished; lowers next_deadline to the nearest deadline.
-bool reactor::poll(clock::time_point now, clock::time_point& next_deadline,
-                   clock::time_point& next_predicted) noexcept {
+bool reactor::poll(clock::time_point now, clock::time_point& next_deadline, run_op_base*& next_predicted) noexcept {
   bool any = false;
   std::uint64_t polls = 0;
   // Waiting runs can time out too.
@@ -517,7 +599,15 @@ bool reactor::poll(clock::time_point now, clock::time_point& next_deadline,
     if (op->deadline < next_deadline) next_deadline = op->deadline;
     p = &op->next;
   }
-  for (run_op_base** p = &device_; *p;) {
+  // Runs on the device: all of them, or only those added since the last
+  // full scan (at the front of device_) when nothing else can have changed.
+  bool full = scan_needed(now);
+  unsigned limit = full ? ~0u : fresh_;
+  fresh_ = 0;
+  auto device_deadline = full ? clock::time_point::max() : scan_deadline_;
+  auto giveup = full ? clock::time_point::max() : scan_giveup_;
+  run_op_base* predicted = full ? nullptr : scan_predicted_;
+  for (run_op_base** p = &device_; *p && limit; --limit) {
     auto* op = *p;
     auto* succ = op->next;  // finish/retain relink op into done_
     auto* native = op->core.native();
@@ -533,19 +623,21 @@ bool reactor::poll(clock::time_point now, clock::time_point& next_deadline,
       } else if (shutting_down_) {
         begin_abort(op, run_op_base::abort_reason::shutdown, now);
       } else {
-        if (op->deadline < next_deadline) next_deadline = op->deadline;
+        if (op->deadline < device_deadline) device_deadline = op->deadline;
         if (op->predicted != clock::time_point::max()) {
-          if (now > op->predicted + opts_.prediction_margin + prediction_spread(op)) {
+          auto last = op->predicted + opts_.prediction_margin + prediction_spread(op);
+          if (now > last) {
             op->predicted = clock::time_point::max();  // late: stop spinning for it
             bump(predictions_missed_);
-          } else if (op->predicted < next_predicted) {
-            next_predicted = op->predicted;
+          } else {
+            if (last < giveup) giveup = last;
+            if (!predicted || op->predicted < predicted->predicted) predicted = op;
           }
         }
       }
     }
     if (!done && op->ph == run_op_base::phase::aborting) {
-      auto t = op->ticket->get();
+      auto t = op->ticket ? op->ticket->get() : abort_ticket::refused;  // no ticket: could not even queue it
       ++polls;
       run_state s = native->state();
       if (t == abort_ticket::refused) {
@@ -557,20 +649,33 @@ bool reactor::poll(clock::time_point now, clock::time_point& next_deadline,
       } else if (now >= op->abort_deadline) {
         retain(op);  // abort past its grace period (invariant 5)
         done = true;
-      } else if (op->abort_deadline < next_deadline) {
-        next_deadline = op->abort_deadline;
+      } else if (op->abort_deadline < device_deadline) {
+        device_deadline = op->abort_deadline;
       }
     }
     if (done) {
       *p = succ;
-      bump(in_flight_, std::uint64_t(-1));
+      if (predicted == op) predicted = nullptr;
+      unlink(op);
       any = true;
       continue;
     }
     p = &op->next;
   }
   bump(polls_, polls);
+  if (full || device_deadline < scan_deadline_) scan_deadline_ = device_deadline;
+  scan_giveup_ = giveup;
+  scan_predicted_ = predicted;
+  next_predicted = predicted;
+  if (device_deadline < next_deadline) next_deadline = device_deadline;
   return any;
+}
+
+// Bookkeeping for a run leaving device_.
+void reactor::unlink(run_op_base* op) noexcept {
+  if (op->reason != run_op_base::abort_reason::none) --aborting_;
+  untrack(op);
+  bump(in_flight_, std::uint64_t(-1));
 }
 
 void reactor::flush_completions() noexcept {
@@ -723,6 +828,7 @@ void reactor::sleep(clock::time_point until) noexcept {
     }
   }
   sleeping_.store(false, std::memory_order_relaxed);
+  signalled_ = true;  // the devices' events were consumed: take_completions() no longer tells
   source_count_ = 0;  // valid only while this sleep's runs kept their devices alive
   if (woken) {
     std::uint64_t v;
@@ -763,8 +869,8 @@ void reactor::run() noexcept {
     if (cancel_pending_.exchange(false, std::memory_order_acq_rel)) handle_cancels();
     if (retry_pending_.exchange(false, std::memory_order_acq_rel)) retry_waiting();
     auto next_deadline = clock::time_point::max();
-    auto next_predicted = clock::time_point::max();
-    if (poll(now, next_deadline, next_predicted)) activity = true;
+    run_op_base* predicted_op = nullptr;
+    if (poll(now, next_deadline, predicted_op)) activity = true;
     // Fallback for backends whose state() does not advance by itself.
     if (opts_.refresh_interval.count() > 0 && device_ && now - last_refresh_ >= opts_.refresh_interval) {
       last_refresh_ = now;
@@ -787,7 +893,7 @@ void reactor::run() noexcept {
         while (device_) {
           auto* op = device_;
           device_ = op->next;
-          bump(in_flight_, std::uint64_t(-1));
+          unlink(op);
           retain(op);
         }
         flush_completions();
@@ -804,16 +910,16 @@ void reactor::run() noexcept {
       last_activity = clock::now();
       continue;
     }
-    if (now - last_activity < opts_.spin_window && device_) {
-      __builtin_ia32_pause();
+    if ((now - last_activity < opts_.spin_window || signalled_) && device_) {
+      __builtin_ia32_pause();  // signalled_: completions to scan for once scan_gap has passed
       continue;
     }
     // A run is predicted to finish within the wake-up lateness: poll for it
     // rather than pay a wake-up hop after it.
     // Only with few runs in flight: with many, completions come often enough
     // that event wake-ups are shared by batches and spinning would cost more.
-    if (in_flight_.load(std::memory_order_relaxed) > opts_.predict_max_in_flight)
-      next_predicted = clock::time_point::max();
+    if (in_flight_.load(std::memory_order_relaxed) > opts_.predict_max_in_flight) predicted_op = nullptr;
+    auto next_predicted = predicted_op ? predicted_op->predicted : clock::time_point::max();
     auto lead = std::chrono::nanoseconds(wake_lateness_ns_) + opts_.prediction_margin;
     if (next_predicted != clock::time_point::max() && next_predicted - lead <= now && !shutting_down_) {
       __builtin_ia32_pause();

@@ -109,6 +109,13 @@ class native_device {
   virtual int event_fd() const noexcept { return -1; }
   /// Drains the event fd after it became readable.
   virtual void consume_event() noexcept {}
+  /// Whether some run of this device may have reached a final state since
+  /// the last call or consume_event(); clears that indication. false only
+  /// when none has, which lets the reactor skip scanning its runs while it
+  /// spins. A final state stored before the indication must be visible to
+  /// the caller once it has seen true (acquire/release). Default: true
+  /// (unknown: scan).
+  virtual bool take_completions() noexcept { return true; }
 };
 
 }  // namespace xrtio::backend
