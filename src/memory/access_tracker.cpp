@@ -56,6 +56,9 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   acquire_status result = acquire_status::acquired;
   for (auto& r : reqs) {
     auto* t = r.tracker;
+    // Readers only (the common case of shared inputs): nothing held can
+    // conflict, and scanning every reader would cost O(readers) per run.
+    if (r.mode == access_mode::write || t->writers_ > 0)
     for (auto& e : t->active_) {
       if (overlaps(r.begin, r.end, e.begin, e.end) && conflicts(r.mode, e.mode)) {
         result = e.holder == holder_kind::retained ? acquire_status::retained : acquire_status::conflict;
@@ -82,6 +85,7 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
       auto* t = r.tracker;
       r.id = t->next_id_++;
       t->active_.push_back(entry{r.id, r.begin, r.end, r.mode, holder});
+      if (r.mode == access_mode::write) ++t->writers_;
     }
     if (w) {
       for (std::size_t i = 0; i < set.count; ++i) {
@@ -125,6 +129,7 @@ void access_tracker::release(std::uint64_t id) noexcept {
   std::lock_guard lock(mutex_);
   for (std::size_t i = 0; i < active_.size(); ++i) {
     if (active_[i].id == id) {
+      if (active_[i].mode == access_mode::write) --writers_;
       active_[i] = active_.back();
       active_.pop_back();
       break;

@@ -89,6 +89,7 @@ class access_tracker {
 
   mutable std::mutex mutex_;
   std::vector<entry> active_;
+  std::size_t writers_ = 0;      // write entries in active_: with none, a read cannot conflict with them
   std::vector<waiter> waiting_;  // ascending seq
   std::uint64_t next_id_ = 1;
 
