@@ -162,7 +162,11 @@ TEST_CASE("xrt: open loads a synthesized vadd and reports its arguments and grou
   CHECK(dev->index() == 0);
   CHECK(dev->xclbin().kernels.size() == 1);
   CHECK(dev->xclbin().kernels[0].compute_units.size() == 1);
+#if __has_include(<xrt/xrt_hw_context.h>) || __has_include(<experimental/xrt_hw_context.h>)
+  CHECK(dev->uses_hw_context());
+#else
   CHECK_FALSE(dev->uses_hw_context());  // Debian's XRT 2.13 has no hw_context
+#endif
   CHECK(ctx.native().name().find("noop") != std::string::npos);
 }
 

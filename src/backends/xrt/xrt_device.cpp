@@ -7,9 +7,10 @@
 //  - XRT 2.13 (Debian 12): xrt::device::load_xclbin + xrt::kernel(device,
 //    uuid, name). One program per device at a time.
 //  - current XRT (xrt_hw_context.h present): xrt::device::register_xclbin +
-//    xrt::hw_context + xrt::kernel(hw_context, name). This branch is compiled
-//    only against such headers and is NOT exercised by this repository's CI
-//    (Debian's XRT lacks it).
+//    xrt::hw_context + xrt::kernel(hw_context, name). Debian's XRT lacks it:
+//    CI compiles this branch only with -fsyntax-only against declarations of
+//    the current API (tests/xrt_current_api, CTest xrt.current_api_syntax);
+//    it has never run here.
 //    TODO(npu): the NPU calling convention (mlir-aie/IRON xclbins: kernel
 //    "MLIR_AIE", arguments (opcode, instruction bo, instruction words,
 //    data bos...), instruction bo on group_id(1) with XCL_BO_FLAGS_CACHEABLE,
@@ -53,6 +54,11 @@
 #endif
 #ifndef XRTIO_XRT_HW_CONTEXT
 #define XRTIO_XRT_HW_CONTEXT 0
+#endif
+// Set by the syntax check against current XRT's API (CTest
+// xrt.current_api_syntax): it must not pass by compiling the 2.13 branch.
+#if defined(XRTIO_EXPECT_HW_CONTEXT) && !XRTIO_XRT_HW_CONTEXT
+#error "XRTIO_EXPECT_HW_CONTEXT: xrt_hw_context.h was not found, the hw_context branch is not being compiled"
 #endif
 
 #include "xrtio/error.hpp"
