@@ -55,6 +55,11 @@ else()
     TIMEOUT 300 PASS_REGULAR_EXPRESSION "XRTIO_EXPECT_HW_CONTEXT: xrt_hw_context.h was not found")
   endif()
 
+  # The backend's bounded wait (wait2 where present) with stand-in run types.
+  xrtio_test(test_xrt_wait test_xrt_wait.cpp)
+  target_include_directories(test_xrt_wait PRIVATE ${PROJECT_SOURCE_DIR}/src/backends/xrt)
+  target_link_libraries(test_xrt_wait PRIVATE XRT::xrt_coreutil)
+
   xrtio_test(test_xrt_backend test_xrt_backend.cpp)
   target_compile_definitions(test_xrt_backend PRIVATE ${_xrtio_xrt_defs})
   add_dependencies(test_xrt_backend xrtio-mkxclbin)

@@ -4,7 +4,8 @@
 # only XRT 2.13 is installed. Fails when:
 #  - the compile fails;
 #  - the hw_context branch was not the one compiled (XRTIO_EXPECT_HW_CONTEXT
-#    makes xrt_device.cpp #error);
+#    makes xrt_device.cpp #error), or xrt::run's wait2 was not detected
+#    (XRTIO_EXPECT_WAIT2 makes it static_assert);
 #  - any of the installed (2.13) XRT C++ headers was used instead of these.
 #
 # Inputs: CXX, SRC (the source file), SHIM (this directory), INCLUDES (the
@@ -17,7 +18,7 @@ foreach(v CXX SRC SHIM INCLUDES SYSTEM_INCLUDES XRT_INCLUDE_DIR)
 endforeach()
 
 set(flags -std=c++20 -Wall -Wextra -DXRTIO_HAS_XRT=1 -DASIO_NO_DEPRECATED
-          -DXRTIO_EXPECT_HW_CONTEXT=1 -I${SHIM})
+          -DXRTIO_EXPECT_HW_CONTEXT=1 -DXRTIO_EXPECT_WAIT2=1 -I${SHIM})
 foreach(d IN LISTS INCLUDES)
   list(APPEND flags -I${d})
 endforeach()

@@ -61,7 +61,15 @@
 #error "XRTIO_EXPECT_HW_CONTEXT: xrt_hw_context.h was not found, the hw_context branch is not being compiled"
 #endif
 
+#include "xrt_wait.hpp"
 #include "xrtio/error.hpp"
+
+// Set by the syntax check against current XRT's API: its xrt::run has wait2,
+// so the wait2 branch of detail::wait_and_read must be the one compiled.
+#ifdef XRTIO_EXPECT_WAIT2
+static_assert(xrtio::xrt_backend::detail::has_wait2<xrt::run>,
+              "XRTIO_EXPECT_WAIT2: xrt::run::wait2 was not detected");
+#endif
 
 namespace xrtio::xrt_backend {
 namespace {
@@ -359,12 +367,7 @@ class xrt_buffer final : public backend::native_buffer {
 
 class xrt_kernel;
 
-run_state to_run_state(ert_cmd_state s, run_state fallback) noexcept {
-  auto v = static_cast<int>(s);
-  if (v >= static_cast<int>(run_state::new_) && v <= static_cast<int>(run_state::skcrashed))
-    return static_cast<run_state>(v);
-  return fallback;  // an unknown value is never taken for a final state
-}
+using detail::to_run_state;
 
 // Runs that were released while not final (a caller bug the layers above
 // prevent). Destroying them would abort the process or corrupt the next
@@ -398,24 +401,12 @@ class xrt_run final : public backend::native_run {
     }
   }
   run_state wait_for(std::chrono::nanoseconds timeout) override {
-    // xrt::run::wait(0ms) blocks forever: never pass 0. wait() returns
-    // TIMEOUT when *the wait* timed out; that is not the run's state, so the
-    // real state is read afterwards. (The no-op device ignores the timeout
-    // and spins until the run completes.)
-    auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout);
-    if (ms < std::chrono::milliseconds(1)) ms = std::chrono::milliseconds(1);
-    try {
-      auto s = run_.wait(ms);
-      if (s != ERT_CMD_STATE_TIMEOUT) {
-        auto r = to_run_state(s, last_.load(std::memory_order_relaxed));
-        if (is_final(r)) {
-          last_.store(r, std::memory_order_relaxed);
-          return r;
-        }
-      }
-    } catch (...) {
-    }
-    return state();
+    // wait2 where xrt::run has it, else wait (xrt_wait.hpp). (The no-op
+    // device ignores the timeout and spins until the run completes.)
+    auto s = detail::wait_and_read(run_, std::chrono::ceil<std::chrono::milliseconds>(timeout),
+                                   last_.load(std::memory_order_relaxed));
+    last_.store(s, std::memory_order_relaxed);
+    return s;
   }
   backend::abort_outcome abort() override {
     // Synchronous in XRT (>= 2.12): submits an ERT abort and waits. A throw
