@@ -911,7 +911,9 @@ TEST_CASE("xrt npu: kernels without the NPU layout and wrong data counts are ref
   CHECK(code_of([&] { (void)xb::load_npu_instructions(vk, words); }) == errc::argument_kind);
   auto what = message_of([&] { (void)xb::load_npu_instructions(vk, words); });
   CHECK(what.find("argument 0 (a) is a buffer") != std::string::npos);
-  CHECK(code_of([&] { (void)xb::start_npu(vk, instr, v.alloc(64)); }) == errc::argument_kind);
+  // (4096 bytes: XRT 2.13 allocates normal bos with aligned_alloc(4096, size),
+  // which ASan rejects for sizes that are not a multiple of 4096.)
+  CHECK(code_of([&] { (void)xb::start_npu(vk, instr, v.alloc(4096)); }) == errc::argument_kind);
   // Two data buffers for three: the run's own count check.
   auto a = f.data(0), b = f.data(1);
   CHECK(code_of([&] { (void)xb::start_npu(f.k, instr, xrtio::in(a), xrtio::in(b)); }) == errc::argument_count);

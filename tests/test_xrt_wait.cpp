@@ -152,10 +152,10 @@ TEST_CASE("xrt wait: a command_error without a final state, or another exception
   // state() throwing too: the last known state, never a made-up final one.
   o.state_throws = true;
   CHECK(wait_and_read(o, 2ms, run_state::queued) == run_state::queued);
-  // An unknown state value is not taken for a final state.
+  // A value past the known states (ERT_CMD_STATE_MAX) is not taken for a final state.
   current_run u;
-  u.throws_state = static_cast<ert_cmd_state>(99);
-  u.current = static_cast<ert_cmd_state>(99);
+  u.throws_state = ERT_CMD_STATE_MAX;
+  u.current = ERT_CMD_STATE_MAX;
   CHECK(wait_and_read(u, 2ms, run_state::running) == run_state::running);
 }
 
