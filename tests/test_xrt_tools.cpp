@@ -105,6 +105,22 @@ TEST_CASE("tools: xrtio-mkxclbin --print-vadd round-trips through a description 
   CHECK(slurp(c) == slurp(b));
 }
 
+TEST_CASE("tools: xrtio-mkxclbin --npu round-trips through --print-npu, and takes one preset only") {
+  auto text = run(mk + " --print-npu");
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("kernel MLIR_AIE") != std::string::npos);
+  auto d = write_file("npu.txt", text.out);
+  std::string a = scratch() + "/npu-text.xclbin", b = scratch() + "/npu-preset.xclbin";
+  REQUIRE(run(mk + " " + q(d) + " -o " + q(a)).status == 0);
+  REQUIRE(run(mk + " --npu -o " + q(b)).status == 0);
+  CHECK(slurp(a) == slurp(b));
+  auto both = run(mk + " --vadd --npu -o " + q(scratch() + "/both.xclbin"));
+  CHECK(both.status == 2);
+  CHECK(both.err.find("more than one preset") != std::string::npos);
+  auto with_file = run(mk + " --npu " + q(d) + " -o " + q(scratch() + "/both.xclbin"));
+  CHECK(with_file.status == 2);
+}
+
 TEST_CASE("tools: xrtio-mkxclbin honours banks, compute units, scalars and an explicit uuid") {
   auto d = write_file("multi.txt", R"(# two banks, two kernels
 platform my_platform

@@ -6,6 +6,8 @@
 //   xrtio-mkxclbin [--uuid UUID] DESCRIPTION -o OUT.xclbin   (DESCRIPTION "-" = stdin)
 //   xrtio-mkxclbin --vadd -o OUT.xclbin                      (the preset below)
 //   xrtio-mkxclbin --print-vadd                              (prints the preset)
+//   xrtio-mkxclbin --npu -o OUT.xclbin                       (the NPU argument layout preset)
+//   xrtio-mkxclbin --print-npu                               (prints that preset)
 //
 // Description format: one statement per line; '#' starts a comment; fields
 // are separated by blanks; numbers are decimal or 0x-hex, sizes may end in
@@ -63,6 +65,28 @@ arg a buffer int* bank0
 arg b buffer int* bank0
 arg c buffer int* bank0
 arg n scalar uint 4
+)";
+
+// The argument layout of a Ryzen AI NPU kernel as mlir-aie / IRON host code
+// calls it (xrtio/xrt.hpp, "NPU calling convention"): opcode, instruction
+// buffer on group 1, instruction word count, data buffers on groups 3, 4, 5.
+// Only the layout: there is no AIE program, and the banks are synthetic.
+constexpr const char* npu_preset = R"(# npu: the MLIR_AIE argument layout (opcode, instr, ninstr, bo0..bo2)
+platform xrtio_npu_layout
+bank unused0 size=64M unused
+bank instr size=64M
+bank unused2 size=64M unused
+bank data0 size=64M
+bank data1 size=64M
+bank data2 size=64M
+kernel MLIR_AIE
+cu MLIRAIE
+arg opcode scalar ulong 8
+arg instr buffer char* instr
+arg ninstr scalar uint 4
+arg bo0 buffer void* data0
+arg bo1 buffer void* data1
+arg bo2 buffer void* data2
 )";
 
 struct bad_input : std::runtime_error {
@@ -466,8 +490,8 @@ std::vector<char> build(const description& d, const std::string& text, std::opti
 
 int usage(const char* msg = nullptr) {
   if (msg) std::cerr << "xrtio-mkxclbin: " << msg << "\n";
-  std::cerr << "usage: xrtio-mkxclbin [--uuid UUID] (DESCRIPTION | - | --vadd) -o OUT.xclbin\n"
-               "       xrtio-mkxclbin --print-vadd\n"
+  std::cerr << "usage: xrtio-mkxclbin [--uuid UUID] (DESCRIPTION | - | --vadd | --npu) -o OUT.xclbin\n"
+               "       xrtio-mkxclbin --print-vadd | --print-npu\n"
                "format: see docs/TOOLS.md\n";
   return 2;
 }
@@ -477,12 +501,16 @@ int usage(const char* msg = nullptr) {
 int main(int argc, char** argv) {
   std::string input, output;
   std::optional<std::string> uuid;
-  bool vadd = false;
+  const char* preset = nullptr;
+  std::string preset_name;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--vadd") vadd = true;
-    else if (a == "--print-vadd") {
-      std::cout << vadd_preset;
+    if (a == "--vadd" || a == "--npu") {
+      if (preset) return usage("more than one preset");
+      preset = a == "--vadd" ? vadd_preset : npu_preset;
+      preset_name = a;
+    } else if (a == "--print-vadd" || a == "--print-npu") {
+      std::cout << (a == "--print-vadd" ? vadd_preset : npu_preset);
       return 0;
     } else if (a == "-o" && i + 1 < argc) output = argv[++i];
     else if (a == "--uuid" && i + 1 < argc) uuid = argv[++i];
@@ -492,11 +520,11 @@ int main(int argc, char** argv) {
     else return usage("more than one description");
   }
   if (output.empty()) return usage("no output (-o OUT.xclbin)");
-  if (vadd == !input.empty()) return usage("give one of DESCRIPTION, - or --vadd");
+  if ((preset != nullptr) == !input.empty()) return usage("give one of DESCRIPTION, -, --vadd or --npu");
 
   std::string text;
-  if (vadd) {
-    text = vadd_preset;
+  if (preset) {
+    text = preset;
   } else if (input == "-") {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   } else {
@@ -512,7 +540,7 @@ int main(int argc, char** argv) {
   try {
     bytes = build(parse(text), text, uuid);
   } catch (const bad_input& e) {
-    std::cerr << "xrtio-mkxclbin: " << (vadd ? "--vadd" : input) << ": " << e.what() << "\n";
+    std::cerr << "xrtio-mkxclbin: " << (preset ? preset_name : input) << ": " << e.what() << "\n";
     return 2;
   }
   std::ofstream out(output, std::ios::binary | std::ios::trunc);

@@ -11,18 +11,36 @@
 // no-op driver (see XRT-NOTES.md). The no-op device completes every run
 // after a fixed delay without executing the kernel; it cannot refuse an
 // abort, hang or time out, so those behaviours are tested on the simulator.
+//
+// Ryzen AI NPU kernels (mlir-aie / IRON xclbins) take their arguments in a
+// fixed layout; load_npu_instructions, async_run_npu, start_npu and
+// prepare_npu below pass it for the caller.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <system_error>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/post.hpp>
+
+#include "xrtio/async_run.hpp"
 #include "xrtio/backend/backend.hpp"
 #include "xrtio/context.hpp"
+#include "xrtio/error.hpp"
 #include "xrtio/memory_budget.hpp"
+#include "xrtio/prepared.hpp"
+#include "xrtio/run.hpp"
 
 namespace xrtio::xrt_backend {
 
@@ -133,5 +151,155 @@ class device : public backend::native_device {
   /// opened in a hardware context); false on XRT 2.13.
   virtual bool uses_hw_context() const noexcept = 0;
 };
+
+/// The memory group (bank in bits 0-15, xclbin slot in bits 16-23) an XRT
+/// buffer was allocated in: its root's for a view, the default group (the
+/// first bank in use) for imported user memory. -1 when unknown: a dma-buf
+/// import, a buffer of another backend, an empty handle.
+int group_id_of(const xrtio::buffer& b) noexcept;
+
+/// Diagnostics: the compute unit's register map as XRT wrote it into the
+/// start command of `r` (one 32-bit word per 4 bytes of register space, from
+/// offset 0; kernel arguments sit at the offsets xclbin_info lists), i.e.
+/// the arguments the kernel gets, or got at its last start. Empty when `r`
+/// is not an XRT run or its command is not an ERT start-CU packet (NPU
+/// commands are not).
+std::vector<std::uint32_t> command_registers(backend::native_run& r);
+
+// ---- Ryzen AI NPU calling convention ----------------------------------------
+//
+// mlir-aie / IRON xclbins have one kernel (usually "MLIR_AIE") called as
+//   (std::uint64_t opcode = 3, instruction bo, std::uint32_t instruction words,
+//    data bo 0, data bo 1, ...)
+// with the instruction buffer allocated cacheable on kernel.group_id(1) and
+// data buffer i on kernel.group_id(3 + i) (host_only on the NPU):
+//
+//   auto k = ctx.kernel("MLIR_AIE");
+//   auto instr = xrtio::xrt_backend::load_npu_instructions(k, words);   // once
+//   auto a = ctx.alloc(n, {.kind = buffer_kind::host_only, .group_id = k.group_id(3)});
+//   auto b = ctx.alloc(n, {.kind = buffer_kind::host_only, .group_id = k.group_id(4)});
+//   auto [ec, r] = co_await xrtio::xrt_backend::async_run_npu(k, instr, xrtio::in(a), xrtio::out(b),
+//                                                             asio::as_tuple(asio::use_awaitable));
+//
+// The instruction buffer is passed read-only (xrtio::in): any number of runs
+// may share one. Nothing here needs xrt::hw_context; it works on XRT 2.13
+// (with an xclbin of that layout, e.g. `xrtio-mkxclbin --npu`) and on the
+// simulator.
+
+/// The opcode mlir-aie host code passes as argument 0 ("transaction").
+inline constexpr std::uint64_t npu_opcode = 3;
+
+/// An NPU kernel's instruction stream, in device memory.
+struct npu_instructions {
+  xrtio::buffer buffer;     ///< holds at least `words` 32-bit words
+  std::uint32_t words = 0;  ///< passed as argument 2
+};
+
+/// Allocates `k`'s instruction buffer (buffer_kind::cacheable, group
+/// k.group_id(1), charged to the context's budget), copies `words` into it
+/// and syncs it to the device.
+/// Errors: errc::invalid_size (no words, or more than 2^32 - 1),
+/// errc::argument_kind (`k` does not have the NPU argument layout; the
+/// message names the first argument that differs), errc::budget_exceeded,
+/// errc::out_of_range (k.group_id(1) names no bank in use),
+/// errc::backend_failure.
+npu_instructions load_npu_instructions(const xrtio::kernel& k, std::span<const std::uint32_t> words);
+
+/// Checks an NPU run before it is started: `k`'s argument layout, the
+/// instruction buffer (present, `words` > 0 and fitting in it), and that the
+/// instruction buffer and each data buffer lie in the memory group of their
+/// argument (compared by bank; buffers whose group is unknown, see
+/// group_id_of, are not checked). The argument count is left to the run.
+/// Errors: errc::argument_kind (layout; a buffer in another group than its
+/// argument's, naming both), errc::invalid_size (no instruction buffer or 0
+/// words), errc::out_of_range (more words than the buffer holds).
+void check_npu_run(const xrtio::kernel& k, const npu_instructions& instr,
+                   std::span<const xrtio::buffer* const> data);
+
+namespace detail {
+template <class T>
+const xrtio::buffer* npu_data_buffer(const T& a) noexcept {
+  using U = std::remove_cvref_t<T>;
+  static_assert(std::is_same_v<U, xrtio::buffer> || std::is_same_v<U, xrtio::buffer_arg>,
+                "NPU data arguments are buffers or in()/out()/inout() buffers");
+  if constexpr (std::is_same_v<U, xrtio::buffer>) return &a;
+  else return &a.buffer;
+}
+
+// Every argument but run_options, as buffer pointers, for check_npu_run.
+template <class... Args>
+void check_npu_args(const xrtio::kernel& k, const npu_instructions& instr, const Args&... args) {
+  std::array<const xrtio::buffer*, sizeof...(Args)> all{};
+  std::size_t n = 0;
+  [[maybe_unused]] auto one = [&](const auto& a) {
+    if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(a)>, run_options>) all[n++] = npu_data_buffer(a);
+  };
+  (one(args), ...);
+  check_npu_run(k, instr, std::span<const xrtio::buffer* const>(all.data(), n));
+}
+
+struct initiate_npu_run {
+  template <class Handler, class... Args>
+  void operator()(Handler&& h, const xrtio::kernel& k, const npu_instructions& instr, const run_options& o,
+                  Args&&... data) const {
+    try {
+      check_npu_args(k, instr, data...);
+    } catch (const xrtio::error& e) {
+      // Completes like async_run's own argument errors: through the
+      // handler's executor, never inside the initiating function.
+      auto ex = asio::get_associated_executor(h);
+      asio::post(ex, [h = std::forward<Handler>(h), ec = e.code()]() mutable { std::move(h)(ec, run_result{}); });
+      return;
+    }
+    xrtio::async_run(k, npu_opcode, xrtio::in(instr.buffer), instr.words, std::forward<Args>(data)..., o,
+                     std::forward<Handler>(h));
+  }
+};
+
+template <class Tuple, std::size_t... I>
+auto async_run_npu_unpack(const xrtio::kernel& k, const npu_instructions& instr, const run_options& o, Tuple&& t,
+                          std::index_sequence<I...>) {
+  constexpr std::size_t n = std::tuple_size_v<std::remove_reference_t<Tuple>>;
+  using token_t = std::tuple_element_t<n - 1, std::remove_reference_t<Tuple>>;
+  return asio::async_initiate<token_t, void(std::error_code, run_result)>(
+      initiate_npu_run{}, std::get<n - 1>(t), k, instr, o, std::get<I>(std::forward<Tuple>(t))...);
+}
+}  // namespace detail
+
+/// async_run for an NPU kernel: runs `k` with (npu_opcode, in(instr.buffer),
+/// instr.words, data...), optionally followed by run_options, completing
+/// through the last argument (a completion token) with
+/// `void(std::error_code, run_result)`. `data` are the data buffers, plain
+/// or in()/out()/inout().
+/// Error codes: those of check_npu_run, then those of xrtio::async_run.
+template <class... Ts>
+auto async_run_npu(const xrtio::kernel& k, const npu_instructions& instr, Ts&&... ts) {
+  constexpr std::size_t n = sizeof...(Ts);
+  static_assert(n >= 1, "async_run_npu needs a completion token");
+  auto t = std::forward_as_tuple(std::forward<Ts>(ts)...);
+  if constexpr (xrtio::detail::options_before_token<Ts...>()) {
+    run_options o = std::get<n - 2>(t);
+    return detail::async_run_npu_unpack(k, instr, o, std::move(t), std::make_index_sequence<n - 2>{});
+  } else {
+    return detail::async_run_npu_unpack(k, instr, run_options{}, std::move(t), std::make_index_sequence<n - 1>{});
+  }
+}
+
+/// xrtio::start for an NPU kernel: (npu_opcode, in(instr.buffer),
+/// instr.words, data...), optionally followed by run_options.
+/// Throws what check_npu_run and xrtio::start throw.
+template <class... Args>
+run_handle start_npu(const xrtio::kernel& k, const npu_instructions& instr, Args&&... data) {
+  detail::check_npu_args(k, instr, data...);
+  return xrtio::start(k, npu_opcode, xrtio::in(instr.buffer), instr.words, std::forward<Args>(data)...);
+}
+
+/// xrtio::prepare for an NPU kernel (for async_execute / async_run_chain).
+/// Throws what check_npu_run and xrtio::prepare throw.
+template <class... Args>
+prepared_run prepare_npu(const xrtio::kernel& k, const npu_instructions& instr, Args&&... data) {
+  detail::check_npu_args(k, instr, data...);
+  return xrtio::prepare(k, npu_opcode, xrtio::in(instr.buffer), instr.words, std::forward<Args>(data)...);
+}
 
 }  // namespace xrtio::xrt_backend

@@ -7,15 +7,14 @@
 //  - XRT 2.13 (Debian 12): xrt::device::load_xclbin + xrt::kernel(device,
 //    uuid, name). One program per device at a time.
 //  - current XRT (xrt_hw_context.h present): xrt::device::register_xclbin +
-//    xrt::hw_context + xrt::kernel(hw_context, name). This branch is compiled
-//    only against such headers and is NOT exercised by this repository's CI
-//    (Debian's XRT lacks it).
-//    TODO(npu): the NPU calling convention (mlir-aie/IRON xclbins: kernel
-//    "MLIR_AIE", arguments (opcode, instruction bo, instruction words,
-//    data bos...), instruction bo on group_id(1) with XCL_BO_FLAGS_CACHEABLE,
-//    data on group_id(3 + i) as host_only) is not automated: callers pass
-//    those arguments themselves like any others, which the generic path
-//    supports. No NPU is available to test an automated form.
+//    xrt::hw_context + xrt::kernel(hw_context, name). Debian's XRT lacks it:
+//    CI compiles this branch only with -fsyntax-only against declarations of
+//    the current API (tests/xrt_current_api, CTest xrt.current_api_syntax);
+//    it has never run here.
+//  The NPU calling convention (mlir-aie / IRON: opcode, instruction bo,
+//  instruction words, data bos) is load_npu_instructions / check_npu_run
+//  here and async_run_npu / start_npu / prepare_npu in xrtio/xrt.hpp; it
+//  needs nothing from hw_context.
 #include "xrtio/xrt.hpp"
 
 #include <sys/stat.h>
@@ -28,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -54,8 +54,21 @@
 #ifndef XRTIO_XRT_HW_CONTEXT
 #define XRTIO_XRT_HW_CONTEXT 0
 #endif
+// Set by the syntax check against current XRT's API (CTest
+// xrt.current_api_syntax): it must not pass by compiling the 2.13 branch.
+#if defined(XRTIO_EXPECT_HW_CONTEXT) && !XRTIO_XRT_HW_CONTEXT
+#error "XRTIO_EXPECT_HW_CONTEXT: xrt_hw_context.h was not found, the hw_context branch is not being compiled"
+#endif
 
+#include "xrt_wait.hpp"
 #include "xrtio/error.hpp"
+
+// Set by the syntax check against current XRT's API: its xrt::run has wait2,
+// so the wait2 branch of detail::wait_and_read must be the one compiled.
+#ifdef XRTIO_EXPECT_WAIT2
+static_assert(xrtio::xrt_backend::detail::has_wait2<xrt::run>,
+              "XRTIO_EXPECT_WAIT2: xrt::run::wait2 was not detected");
+#endif
 
 namespace xrtio::xrt_backend {
 namespace {
@@ -287,10 +300,16 @@ loaded_xclbin load_checked(const std::string& path) {
 // would be handed the wrong device address (found by this suite).
 class xrt_buffer final : public backend::native_buffer {
  public:
-  xrt_buffer(xrt::bo bo, std::size_t size, unsigned device_index)
-      : bo_(std::move(bo)), root_(bo_), size_(size), device_index_(device_index) {}
-  xrt_buffer(xrt::bo bo, xrt::bo root, std::size_t root_offset, std::size_t size, unsigned device_index)
-      : bo_(std::move(bo)), root_(std::move(root)), root_offset_(root_offset), size_(size), device_index_(device_index) {}
+  // `group`: the memory group it was allocated in, -1 if unknown (group_id_of).
+  xrt_buffer(xrt::bo bo, std::size_t size, unsigned device_index, int group)
+      : bo_(std::move(bo)), root_(bo_), size_(size), device_index_(device_index), group_(group) {}
+  xrt_buffer(xrt::bo bo, xrt::bo root, std::size_t root_offset, std::size_t size, unsigned device_index, int group)
+      : bo_(std::move(bo)),
+        root_(std::move(root)),
+        root_offset_(root_offset),
+        size_(size),
+        device_index_(device_index),
+        group_(group) {}
 
   std::size_t size() const noexcept override { return size_; }
   std::byte* map() override {
@@ -317,7 +336,7 @@ class xrt_buffer final : public backend::native_buffer {
     check(size, offset, "sub-buffer");
     try {
       auto abs = root_offset_ + offset;  // cannot overflow: within the root
-      return std::make_unique<xrt_buffer>(xrt::bo(root_, size, abs), root_, abs, size, device_index_);
+      return std::make_unique<xrt_buffer>(xrt::bo(root_, size, abs), root_, abs, size, device_index_, group_);
     } catch (const std::exception& e) {
       throw error(errc::backend_failure, "xrt sub-buffer [" + std::to_string(offset) + ", +" + std::to_string(size) +
                                              ") of a " + std::to_string(size_) + "-byte bo: " + e.what());
@@ -333,6 +352,7 @@ class xrt_buffer final : public backend::native_buffer {
 
   const xrt::bo& bo() const noexcept { return bo_; }
   unsigned device_index() const noexcept { return device_index_; }
+  int group() const noexcept { return group_; }
 
  private:
   void check(std::size_t size, std::size_t offset, const char* what) const {
@@ -345,6 +365,7 @@ class xrt_buffer final : public backend::native_buffer {
   std::size_t root_offset_ = 0;
   std::size_t size_;
   unsigned device_index_;
+  int group_;
   std::once_flag map_once_;
   std::byte* map_ = nullptr;
 };
@@ -353,12 +374,7 @@ class xrt_buffer final : public backend::native_buffer {
 
 class xrt_kernel;
 
-run_state to_run_state(ert_cmd_state s, run_state fallback) noexcept {
-  auto v = static_cast<int>(s);
-  if (v >= static_cast<int>(run_state::new_) && v <= static_cast<int>(run_state::skcrashed))
-    return static_cast<run_state>(v);
-  return fallback;  // an unknown value is never taken for a final state
-}
+using detail::to_run_state;
 
 // Runs that were released while not final (a caller bug the layers above
 // prevent). Destroying them would abort the process or corrupt the next
@@ -392,24 +408,12 @@ class xrt_run final : public backend::native_run {
     }
   }
   run_state wait_for(std::chrono::nanoseconds timeout) override {
-    // xrt::run::wait(0ms) blocks forever: never pass 0. wait() returns
-    // TIMEOUT when *the wait* timed out; that is not the run's state, so the
-    // real state is read afterwards. (The no-op device ignores the timeout
-    // and spins until the run completes.)
-    auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout);
-    if (ms < std::chrono::milliseconds(1)) ms = std::chrono::milliseconds(1);
-    try {
-      auto s = run_.wait(ms);
-      if (s != ERT_CMD_STATE_TIMEOUT) {
-        auto r = to_run_state(s, last_.load(std::memory_order_relaxed));
-        if (is_final(r)) {
-          last_.store(r, std::memory_order_relaxed);
-          return r;
-        }
-      }
-    } catch (...) {
-    }
-    return state();
+    // wait2 where xrt::run has it, else wait (xrt_wait.hpp). (The no-op
+    // device ignores the timeout and spins until the run completes.)
+    auto s = detail::wait_and_read(run_, std::chrono::ceil<std::chrono::milliseconds>(timeout),
+                                   last_.load(std::memory_order_relaxed));
+    last_.store(s, std::memory_order_relaxed);
+    return s;
   }
   backend::abort_outcome abort() override {
     // Synchronous in XRT (>= 2.12): submits an ERT abort and waits. A throw
@@ -640,7 +644,7 @@ class xrt_device_impl final : public device, public std::enable_shared_from_this
     try {
       // On the device, not a hardware context: cross-context runs work.
       return std::make_unique<xrt_buffer>(xrt::bo(device_, size, f, static_cast<xrt::memory_group>(group_id)), size,
-                                          options_.device_index);
+                                          options_.device_index, group_id);
     } catch (const std::exception& e) {
       throw error(errc::backend_failure, "xrt: allocating " + std::to_string(size) + " bytes in group " +
                                              std::to_string(group_id) + ": " + e.what());
@@ -655,7 +659,8 @@ class xrt_device_impl final : public device, public std::enable_shared_from_this
                                         std::to_string(page) + "-byte page XRT requires");
     try {
       return std::make_unique<xrt_buffer>(
-          xrt::bo(device_, ptr, size, static_cast<xrt::memory_group>(default_group_)), size, options_.device_index);
+          xrt::bo(device_, ptr, size, static_cast<xrt::memory_group>(default_group_)), size, options_.device_index,
+          default_group_);
     } catch (const std::exception& e) {
       throw error(errc::backend_failure, "xrt: importing " + std::to_string(size) + " bytes of user memory at " +
                                              pointer_text(ptr) + ": " + e.what());
@@ -679,9 +684,10 @@ class xrt_device_impl final : public device, public std::enable_shared_from_this
     if (have < size)
       throw error(errc::out_of_range, "xrt: dma-buf fd " + std::to_string(fd) + " has " + std::to_string(have) +
                                           " bytes, " + std::to_string(size) + " requested");
-    if (have == size) return std::make_unique<xrt_buffer>(std::move(bo), size, options_.device_index);
+    // The group of an imported dma-buf is not known (-1).
+    if (have == size) return std::make_unique<xrt_buffer>(std::move(bo), size, options_.device_index, -1);
     try {
-      return std::make_unique<xrt_buffer>(xrt::bo(bo, size, 0), bo, 0, size, options_.device_index);
+      return std::make_unique<xrt_buffer>(xrt::bo(bo, size, 0), bo, 0, size, options_.device_index, -1);
     } catch (const std::exception& e) {
       throw error(errc::backend_failure, "xrt: dma-buf fd " + std::to_string(fd) + " view: " + e.what());
     }
@@ -810,6 +816,102 @@ std::string find_noop_driver() {
 }  // namespace
 
 xclbin_info inspect_xclbin(const std::string& path) { return load_checked(path).info; }
+
+int group_id_of(const xrtio::buffer& b) noexcept {
+  if (!b || !b.state()->native) return -1;
+  auto* x = dynamic_cast<const xrt_buffer*>(b.state()->native.get());
+  return x ? x->group() : -1;
+}
+
+std::vector<std::uint32_t> command_registers(backend::native_run& r) {
+  auto* x = dynamic_cast<xrt_run*>(&r);
+  if (!x) return {};
+  const ert_packet* p = nullptr;
+  try {
+    p = x->native().get_ert_packet();
+  } catch (const std::exception& e) {
+    throw error(errc::backend_failure, std::string("xrt: reading a run's command: ") + e.what());
+  }
+  if (!p || p->opcode != ERT_START_CU) return {};
+  // Payload after the header: the cu mask, extra cu masks, then the
+  // register map (ert.h, struct ert_start_kernel_cmd).
+  const auto* k = reinterpret_cast<const ert_start_kernel_cmd*>(p);
+  const std::size_t masks = 1 + k->extra_cu_masks;
+  if (k->count <= masks) return {};
+  const std::uint32_t* regs = k->data + k->extra_cu_masks;
+  return std::vector<std::uint32_t>(regs, regs + (k->count - masks));
+}
+
+// ---- NPU calling convention ---------------------------------------------------
+
+namespace {
+// Throws errc::argument_kind unless `k` takes (8-byte scalar, buffer, 4-byte
+// scalar, buffer...).
+void check_npu_layout(const xrtio::kernel& k) {
+  const auto& a = k.args();
+  auto bad = [&](const std::string& why) {
+    throw error(errc::argument_kind, "kernel " + quoted(k.name()) +
+                                         " does not follow the NPU calling convention (opcode: 8-byte scalar, "
+                                         "instructions: buffer, instruction count: 4-byte scalar, then data "
+                                         "buffers): " + why);
+  };
+  if (a.size() < 3) bad("it has " + std::to_string(a.size()) + " arguments");
+  auto what = [&](unsigned i) {
+    return "argument " + std::to_string(i) + " (" + a[i].name + ") is " +
+           (a[i].kind == arg_kind::buffer ? std::string("a buffer")
+                                          : "a " + std::to_string(a[i].size) + "-byte scalar");
+  };
+  if (a[0].kind != arg_kind::scalar || a[0].size != 8) bad(what(0));
+  if (a[1].kind != arg_kind::buffer) bad(what(1));
+  if (a[2].kind != arg_kind::scalar || a[2].size != 4) bad(what(2));
+  for (unsigned i = 3; i < a.size(); ++i)
+    if (a[i].kind != arg_kind::buffer) bad(what(i));
+}
+
+// Throws errc::argument_kind when `b` is known to lie in another memory
+// bank than argument `index` of `k` is connected to.
+void check_npu_group(const xrtio::kernel& k, unsigned index, const xrtio::buffer& b, const std::string& what) {
+  int have = group_id_of(b);
+  if (have < 0) return;
+  int want = k.args()[index].group_id;
+  if ((have & 0xffff) == (want & 0xffff)) return;
+  throw error(errc::argument_kind, "kernel " + quoted(k.name()) + " argument " + std::to_string(index) + " (" +
+                                       k.args()[index].name + "): the " + what + " is in memory group " +
+                                       std::to_string(have) + ", the argument needs group " + std::to_string(want) +
+                                       " (kernel.group_id(" + std::to_string(index) + "))");
+}
+}  // namespace
+
+npu_instructions load_npu_instructions(const xrtio::kernel& k, std::span<const std::uint32_t> words) {
+  if (words.empty()) throw error(errc::invalid_size, "kernel " + quoted(k.name()) + ": no NPU instructions given");
+  if (words.size() > std::numeric_limits<std::uint32_t>::max())
+    throw error(errc::invalid_size, "kernel " + quoted(k.name()) + ": " + std::to_string(words.size()) +
+                                        " NPU instruction words; the count argument holds at most 2^32 - 1");
+  check_npu_layout(k);
+  npu_instructions i;
+  i.buffer = k.context().alloc(words.size_bytes(),
+                               {.kind = backend::buffer_kind::cacheable, .group_id = k.group_id(1)});
+  i.buffer.write(words);  // copies, then syncs to the device
+  i.words = static_cast<std::uint32_t>(words.size());
+  return i;
+}
+
+void check_npu_run(const xrtio::kernel& k, const npu_instructions& instr,
+                   std::span<const xrtio::buffer* const> data) {
+  check_npu_layout(k);
+  if (!instr.buffer)
+    throw error(errc::invalid_size, "kernel " + quoted(k.name()) + ": no NPU instruction buffer");
+  if (instr.words == 0)
+    throw error(errc::invalid_size, "kernel " + quoted(k.name()) + ": 0 NPU instruction words");
+  if (std::uint64_t(instr.words) * 4 > instr.buffer.size())
+    throw error(errc::out_of_range, "kernel " + quoted(k.name()) + ": " + std::to_string(instr.words) +
+                                        " NPU instruction words do not fit in the " +
+                                        std::to_string(instr.buffer.size()) + "-byte instruction buffer");
+  check_npu_group(k, 1, instr.buffer, "instruction buffer");
+  const auto n = k.args().size();
+  for (std::size_t i = 0; i < data.size() && 3 + i < n; ++i)
+    if (data[i] && *data[i]) check_npu_group(k, static_cast<unsigned>(3 + i), *data[i], "data buffer " + std::to_string(i));
+}
 
 xrtio::context open(const open_options& options, std::optional<memory_budget> budget) {
   auto program = load_checked(options.xclbin_path);
