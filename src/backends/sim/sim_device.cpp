@@ -231,8 +231,11 @@ class sim_device_impl final : public device {
   }
 
   bool take_completions() noexcept override {
-    if (efd_ < 0) return true;  // no event fd: signaled_ is never set
-    return signaled_.exchange(false, std::memory_order_acq_rel);
+    if (efd_ < 0) return true;  // no event fd: not tracked
+    // Separate from signaled_: clearing that would make every later
+    // completion write the event fd while the reactor is awake and spinning.
+    if (!completions_.load(std::memory_order_relaxed)) return false;
+    return completions_.exchange(false, std::memory_order_acq_rel);
   }
 
   device_stats stats() const override {
@@ -358,6 +361,7 @@ class sim_device_impl final : public device {
     else ++stats_.failed;
     r->state_.store(s, std::memory_order_release);
     if (r->waiters_) r->done_cv_.notify_all();  // only this run's waiters
+    completions_.store(true, std::memory_order_release);  // always: a skipped store would not publish this state
     if (efd_ >= 0 && !signaled_.exchange(true, std::memory_order_acq_rel)) {
       std::uint64_t one = 1;
       [[maybe_unused]] auto n = ::write(efd_, &one, sizeof one);
@@ -466,7 +470,8 @@ class sim_device_impl final : public device {
   std::vector<std::thread> threads_;
   device_stats stats_;
   std::atomic<bool> lost_{false};
-  std::atomic<bool> signaled_{false};
+  std::atomic<bool> signaled_{false};     // event fd written and not yet consumed
+  std::atomic<bool> completions_{false};  // a run became final since take_completions()
   bool stopping_ = false;
   int efd_ = -1;
 };
