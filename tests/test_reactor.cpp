@@ -581,16 +581,25 @@ int run_sequentially(rtest::fixture& f, int n) {
 TEST_CASE("reactor: completion prediction wakes the reactor before runs of a known kernel finish") {
   xrtio::sim::device_config cfg;
   cfg.latency.fixed = 5ms;
-  for (bool predict : {true, false}) {
+  // predict_max_run_time: 1 s (predicts the 5 ms kernel), 0 (predicts
+  // nothing), and the default 250 us (a 5 ms kernel is too long to be worth it).
+  struct variant {
+    bool predict;
+    std::chrono::nanoseconds max_run_time;
+  };
+  for (auto [predict, max_run_time] : {variant{true, 1s}, variant{false, 1s}, variant{true, 250us}}) {
     CAPTURE(predict);
+    CAPTURE(max_run_time.count());
     xrtio::runtime_options o;
+    CHECK(o.predict_max_run_time == 250us);  // the documented default
     o.predict_completions = predict;
+    o.predict_max_run_time = max_run_time;
     rtest::fixture f(cfg, o);
     CHECK(run_sequentially(f, 12) == 12);
     auto s = f.rt.stats();
-    MESSAGE("predict " << predict << ": " << s.predicted_wakeups << " predicted wake-ups, " << s.predictions_missed
-                       << " missed, " << s.sleeps << " sleeps");
-    if (predict) {
+    MESSAGE("predict " << predict << ", max run time " << max_run_time.count() << " ns: " << s.predicted_wakeups
+                       << " predicted wake-ups, " << s.predictions_missed << " missed, " << s.sleeps << " sleeps");
+    if (predict && max_run_time >= 5ms) {
       // The first run teaches the kernel's run time; later ones are predicted
       // (a few may be missed or end early on a loaded host).
       CHECK(s.predicted_wakeups >= 3);
@@ -604,7 +613,9 @@ TEST_CASE("reactor: completion prediction wakes the reactor before runs of a kno
 TEST_CASE("reactor: a run that outlives its prediction is given up on: the reactor sleeps again, the run completes") {
   xrtio::sim::device_config cfg;
   cfg.latency.fixed = 2ms;
-  rtest::fixture f(cfg);
+  xrtio::runtime_options o;
+  o.predict_max_run_time = 1s;
+  rtest::fixture f(cfg, o);
   REQUIRE(run_sequentially(f, 10) == 10);
   // Run 11 hangs for 300 ms after its 2 ms, then completes by itself.
   dev(f.ctx).add_fault({"noop", 11, xrtio::sim::fault::hang, 300ms});

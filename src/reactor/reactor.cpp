@@ -549,7 +549,7 @@ clock::time_point reactor::predict(const run_op_base* op) noexcept {
   if (!opts_.predict_completions) return clock::time_point::max();
   const void* k = &op->core.kernel().native();
   auto& e = estimates_[estimate_slot(k, estimate_slots)];
-  if (e.kernel != k || e.ns <= 0) return clock::time_point::max();
+  if (e.kernel != k || e.ns <= 0 || e.ns > opts_.predict_max_run_time.count()) return clock::time_point::max();
   return op->core.submitted() + std::chrono::nanoseconds(std::max<std::int64_t>(e.ns - e.dev, 0));
 }
 
