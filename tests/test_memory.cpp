@@ -428,6 +428,41 @@ TEST_CASE("access_tracker: readers of overlapping ranges share") {
   CHECK(t.active_count() == 0);
 }
 
+TEST_CASE("access_tracker: many readers released in any order, and a stale lease id releases nothing") {
+  detail::access_tracker t;
+  std::vector<detail::access_request> readers;
+  for (int i = 0; i < 1000; ++i) readers.push_back(req(t, 0, 64, R));
+  for (auto& r : readers) REQUIRE(take(r) == st::acquired);
+  CHECK(t.active_count() == 1000);
+  auto w = req(t, 63, 64, W);
+  // Release every other reader, then the rest backwards: a writer waits for the last.
+  for (std::size_t i = 0; i < readers.size(); i += 2) t.release(readers[i].id);
+  CHECK(t.active_count() == 500);
+  CHECK(take(w) == st::conflict);
+  for (std::size_t i = readers.size() - 1; i > 1; i -= 2) t.release(readers[i].id);
+  CHECK(t.active_count() == 1);
+  CHECK(take(w) == st::conflict);
+  t.release(readers[1].id);
+  CHECK(t.active_count() == 0);
+  // A released id is dead for good, even once its slot holds a new lease.
+  auto r1 = req(t, 0, 64, R);
+  REQUIRE(take(r1) == st::acquired);
+  auto old = r1.id;
+  t.release(old);
+  auto r2 = req(t, 0, 64, R), r3 = req(t, 0, 64, R);
+  REQUIRE(take(r2) == st::acquired);
+  REQUIRE(take(r3) == st::acquired);
+  CHECK(r2.id != old);
+  CHECK(r3.id != old);
+  t.release(old);     // stale: must not free r2 or r3
+  t.mark_retained(old);  // stale: must not retain them either
+  CHECK(t.active_count() == 2);
+  CHECK(take(w) == st::conflict);  // a conflict, not `retained`
+  t.release(r2.id);
+  t.release(r3.id);
+  CHECK(take(w) == st::acquired);
+}
+
 TEST_CASE("access_tracker: a writer excludes overlapping readers and writers but not disjoint ones") {
   detail::access_tracker t;
   auto w = req(t, 100, 200, W);

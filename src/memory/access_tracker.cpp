@@ -40,7 +40,34 @@ struct tracker_set {
 std::atomic<std::uint64_t> wait_seq{1};
 }  // namespace
 
-access_tracker::access_tracker() { active_.reserve(8); }
+access_tracker::access_tracker() {
+  slots_.reserve(8);
+  free_.reserve(8);
+}
+
+std::uint64_t access_tracker::add(std::size_t begin, std::size_t end, access_mode mode, holder_kind holder) {
+  std::uint32_t index;
+  if (!free_.empty()) {
+    index = free_.back();
+    free_.pop_back();
+  } else {
+    index = static_cast<std::uint32_t>(slots_.size());
+    slots_.push_back({});
+    // release() (noexcept) pushes freed indices: room for all of them now.
+    if (free_.capacity() < slots_.capacity()) free_.reserve(slots_.capacity());
+  }
+  std::uint64_t id = (next_seq_++ << 32) | index;
+  slots_[index] = entry{id, begin, end, mode, holder};
+  ++live_;
+  if (mode == access_mode::write) ++writers_;
+  return id;
+}
+
+access_tracker::entry* access_tracker::find(std::uint64_t id) noexcept {
+  auto index = static_cast<std::size_t>(id & 0xffffffffu);
+  if (id == 0 || index >= slots_.size() || slots_[index].id != id) return nullptr;
+  return &slots_[index];
+}
 
 std::uint64_t access_tracker::next_wait_seq() noexcept { return wait_seq.fetch_add(1, std::memory_order_relaxed); }
 
@@ -59,8 +86,8 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
     // Readers only (the common case of shared inputs): nothing held can
     // conflict, and scanning every reader would cost O(readers) per run.
     if (r.mode == access_mode::write || t->writers_ > 0)
-    for (auto& e : t->active_) {
-      if (overlaps(r.begin, r.end, e.begin, e.end) && conflicts(r.mode, e.mode)) {
+    for (auto& e : t->slots_) {
+      if (e.id != 0 && overlaps(r.begin, r.end, e.begin, e.end) && conflicts(r.mode, e.mode)) {
         result = e.holder == holder_kind::retained ? acquire_status::retained : acquire_status::conflict;
         if (why) *why = describe(t, r.begin, r.end, r.mode, e.begin, e.end, e.mode, holder_name(e.holder));
         break;
@@ -82,10 +109,7 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
 
   if (result == acquire_status::acquired) {
     for (auto& r : reqs) {
-      auto* t = r.tracker;
-      r.id = t->next_id_++;
-      t->active_.push_back(entry{r.id, r.begin, r.end, r.mode, holder});
-      if (r.mode == access_mode::write) ++t->writers_;
+      r.id = r.tracker->add(r.begin, r.end, r.mode, holder);
     }
     if (w) {
       for (std::size_t i = 0; i < set.count; ++i) {
@@ -127,12 +151,14 @@ void access_tracker::withdraw(std::span<access_request> reqs, const void* owner)
 
 void access_tracker::release(std::uint64_t id) noexcept {
   std::lock_guard lock(mutex_);
-  for (std::size_t i = 0; i < active_.size(); ++i) {
-    if (active_[i].id == id) {
-      if (active_[i].mode == access_mode::write) --writers_;
-      active_[i] = active_.back();
-      active_.pop_back();
-      break;
+  if (auto* e = find(id)) {
+    if (e->mode == access_mode::write) --writers_;
+    e->id = 0;
+    if (--live_ == 0) {  // all free: start over, so write checks scan nothing stale
+      slots_.clear();
+      free_.clear();
+    } else {
+      free_.push_back(static_cast<std::uint32_t>(e - slots_.data()));  // capacity: at most the slots
     }
   }
   // Under the lock: a listener withdraws its waiters (taking this lock)
@@ -144,13 +170,12 @@ void access_tracker::release(std::uint64_t id) noexcept {
 
 void access_tracker::mark_retained(std::uint64_t id) noexcept {
   std::lock_guard lock(mutex_);
-  for (auto& e : active_)
-    if (e.id == id) e.holder = holder_kind::retained;
+  if (auto* e = find(id)) e->holder = holder_kind::retained;
 }
 
 std::size_t access_tracker::active_count() const {
   std::lock_guard lock(mutex_);
-  return active_.size();
+  return live_;
 }
 std::size_t access_tracker::waiting_count() const {
   std::lock_guard lock(mutex_);

@@ -74,7 +74,7 @@ class access_tracker {
 
  private:
   struct entry {
-    std::uint64_t id;
+    std::uint64_t id;  // (sequence << 32) | slot index; 0: the slot is free
     std::size_t begin, end;
     access_mode mode;
     holder_kind holder;
@@ -88,10 +88,17 @@ class access_tracker {
   };
 
   mutable std::mutex mutex_;
-  std::vector<entry> active_;
-  std::size_t writers_ = 0;      // write entries in active_: with none, a read cannot conflict with them
+  // Held leases in slots: a lease's id names its slot, so release is O(1)
+  // however many runs share the allocation. Freed slots are reused; the
+  // vectors keep their capacity (no allocation once warm).
+  std::vector<entry> slots_;
+  std::vector<std::uint32_t> free_;
+  std::size_t live_ = 0;
+  std::size_t writers_ = 0;      // live write leases: with none, a read cannot conflict with a held lease
   std::vector<waiter> waiting_;  // ascending seq
-  std::uint64_t next_id_ = 1;
+  std::uint64_t next_seq_ = 1;
+  std::uint64_t add(std::size_t begin, std::size_t end, access_mode mode, holder_kind holder);
+  entry* find(std::uint64_t id) noexcept;
 
   static bool overlaps(std::size_t b1, std::size_t e1, std::size_t b2, std::size_t e2) noexcept {
     return b1 < e2 && b2 < e1;
