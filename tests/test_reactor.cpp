@@ -595,13 +595,14 @@ TEST_CASE("reactor: completion prediction wakes the reactor before runs of a kno
     o.predict_completions = predict;
     o.predict_max_run_time = max_run_time;
     rtest::fixture f(cfg, o);
-    CHECK(run_sequentially(f, 12) == 12);
+    CHECK(run_sequentially(f, 30) == 30);
     auto s = f.rt.stats();
     MESSAGE("predict " << predict << ", max run time " << max_run_time.count() << " ns: " << s.predicted_wakeups
                        << " predicted wake-ups, " << s.predictions_missed << " missed, " << s.sleeps << " sleeps");
     if (predict && max_run_time >= 5ms) {
       // The first run teaches the kernel's run time; later ones are predicted
-      // (a few may be missed or end early on a loaded host).
+      // (on a loaded host many may be missed or end before the wake-up:
+      // 3 of 29 is the floor that still shows the mechanism at work).
       CHECK(s.predicted_wakeups >= 3);
     } else {
       CHECK(s.predicted_wakeups == 0);

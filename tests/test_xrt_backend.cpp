@@ -642,6 +642,7 @@ TEST_CASE("xrt: 100 000 async runs on the no-op device complete exactly once, re
   asio::io_context io(1);
   std::vector<int> calls(total, 0);
   int ok = 0, failed = 0, wrong_thread = 0;
+  std::string first_error;  // says why, should a run ever fail here
   auto io_thread = std::this_thread::get_id();
   auto worker = [&](int w, xrtio::buffer out) -> asio::awaitable<void> {
     for (int i = w; i < total; i += workers) {
@@ -651,11 +652,15 @@ TEST_CASE("xrt: 100 000 async runs on the no-op device complete exactly once, re
       ++calls[i];
       if (std::this_thread::get_id() != io_thread) ++wrong_thread;
       (!ec && r.ok()) ? ++ok : ++failed;
+      if ((ec || !r.ok()) && first_error.empty())
+        first_error = "run " + std::to_string(i) + ": " + (ec ? ec.message() : "not ok") + ", state " +
+                      std::string(xrtio::to_string(r.state));
     }
   };
   for (int w = 0; w < workers; ++w) asio::co_spawn(io, worker(w, ctx.alloc(4096)), asio::detached);
   io.run();
-  MESSAGE(total << " runs: " << ok << " completed, " << failed << " failed");
+  std::string why = first_error.empty() ? std::string() : "; first: " + first_error;
+  MESSAGE(total << " runs: " << ok << " completed, " << failed << " failed" << why);
   CHECK(ok == total);
   CHECK(failed == 0);
   CHECK(wrong_thread == 0);

@@ -562,7 +562,9 @@ std::chrono::nanoseconds reactor::prediction_spread(const run_op_base* op) const
 // A completed run's time on the device (its device completion timestamp when
 // the backend has one, else when it was seen). The prediction is the mean
 // less the mean deviation: early enough for most runs, as TCP's RTO estimator
-// does the other way round.
+// does the other way round. The mean falls faster than it rises (1/2 against
+// 1/8): a prediction that comes late is worth nothing, so one slow run (a
+// loaded host) must not spoil the next ones for long.
 void reactor::learn(const run_op_base* op) noexcept {
   if (!opts_.predict_completions) return;
   auto t = (op->result.device_completed - op->result.submitted).count();
@@ -574,7 +576,7 @@ void reactor::learn(const run_op_base* op) noexcept {
     return;
   }
   auto err = t - e.ns;
-  e.ns += err / 8;
+  e.ns += err < 0 ? err / 2 : err / 8;
   e.dev += ((err < 0 ? -err : err) - e.dev) / 4;
 }
 
