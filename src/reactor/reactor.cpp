@@ -546,7 +546,10 @@ unsigned estimate_slot(const void* kernel, unsigned slots) noexcept {
 }  // namespace
 
 clock::time_point reactor::predict(const run_op_base* op) noexcept {
-  if (!opts_.predict_completions) return clock::time_point::max();
+  // With many runs in flight predictions are not used (run()), so spare the
+  // scans their bookkeeping.
+  if (!opts_.predict_completions || in_flight_.load(std::memory_order_relaxed) > opts_.predict_max_in_flight)
+    return clock::time_point::max();
   const void* k = &op->core.kernel().native();
   auto& e = estimates_[estimate_slot(k, estimate_slots)];
   if (e.kernel != k || e.ns <= 0 || e.ns > opts_.predict_max_run_time.count()) return clock::time_point::max();
