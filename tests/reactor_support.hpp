@@ -42,6 +42,20 @@ struct fixture {
 
 inline xrtio::sim::device& dev(const xrtio::context& c) { return static_cast<xrtio::sim::device&>(c.native()); }
 
+/// n noop runs in flight at once, callbacks on one io_context; returns how
+/// many completed without error (each error is a failed CHECK).
+inline int run_concurrently(fixture& f, int n) {
+  asio::io_context io;
+  int done = 0;
+  for (int i = 0; i < n; ++i)
+    xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                       CHECK(!ec);
+                       if (!ec) ++done;
+                     }));
+  io.run();
+  return done;
+}
+
 /// co_spawn completion that rethrows out of io_context::run().
 inline void rethrow(std::exception_ptr e) {
   if (e) std::rethrow_exception(e);

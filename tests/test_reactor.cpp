@@ -502,16 +502,7 @@ TEST_CASE("reactor: an idle reactor blocks with no timer: 0 wake-ups per second,
   CHECK(s1.polls == s0.polls);
 
   // A burst, some with device latency so the reactor backs off to timed sleeps.
-  asio::io_context io;
-  std::atomic<int> done{0};
-  for (int i = 0; i < 200; ++i)
-    xrtio::async_run(f.ctx.kernel("noop"),
-                     asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
-                       CHECK(!ec);
-                       ++done;
-                     }));
-  io.run();
-  CHECK(done.load() == 200);
+  CHECK(rtest::run_concurrently(f, 200) == 200);
   CHECK(f.rt.stats().in_flight == 0);
   std::this_thread::sleep_for(50ms);
   auto s2 = f.rt.stats();
@@ -643,15 +634,7 @@ TEST_CASE("reactor: while it spins the reactor scans runs only when their device
   o.spin_window = 5ms;
   o.predict_completions = false;
   rtest::fixture f(cfg, o);
-  asio::io_context io;
-  int done = 0;
-  for (int i = 0; i < 8; ++i)
-    xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
-                       CHECK(!ec);
-                       ++done;
-                     }));
-  io.run();
-  CHECK(done == 8);
+  CHECK(rtest::run_concurrently(f, 8) == 8);
   auto s = f.rt.stats();
   MESSAGE("8 runs of 100 ms, 5 ms spin window: " << s.polls << " polls, " << s.sleeps << " sleeps");
   CHECK(s.polls < 1000);
@@ -751,16 +734,7 @@ TEST_CASE("reactor: stats report the io_uring wait primitive, and the eventfd fa
   cfg.latency.fixed = 2ms;
   fixture f(cfg, o);
   CHECK(!f.rt.stats().io_uring);
-  auto v = make_vadd(f.ctx);
-  asio::io_context io;
-  int calls = 0;
-  for (int i = 0; i < 5; ++i)
-    xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
-                       CHECK(!ec);
-                       ++calls;
-                     }));
-  io.run();
-  CHECK(calls == 5);
+  CHECK(rtest::run_concurrently(f, 5) == 5);
   std::this_thread::sleep_for(30ms);
   auto s0 = f.rt.stats();
   std::this_thread::sleep_for(200ms);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <numeric>
 #include <random>
@@ -722,6 +723,16 @@ struct npu_fixture {
     return v;
   }
   static std::uint64_t address(const xrtio::buffer& b) { return b.state()->native->address(); }
+  // The NPU layout in a start command: opcode 3, the instruction buffer, its
+  // word count, then the data buffers in order.
+  void check_layout(const std::vector<std::uint32_t>& regs, const xb::npu_instructions& instr,
+                    std::initializer_list<const xrtio::buffer*> data) const {
+    CHECK(reg(regs, 0) == 3);
+    CHECK(reg(regs, 1) == address(instr.buffer));
+    CHECK(reg(regs, 2) == instr.words);
+    unsigned i = 3;
+    for (auto* b : data) CHECK(reg(regs, i++) == address(*b));
+  }
 };
 
 std::vector<std::uint32_t> instruction_words(std::size_t n, std::uint32_t seed) {
@@ -791,12 +802,8 @@ TEST_CASE("xrt npu: async_run_npu passes opcode 3, the instruction buffer, its w
   auto run = f.k.native().make_run();
   auto regs = xb::command_registers(*run);
   REQUIRE_MESSAGE(!regs.empty(), "no start-CU register map");
-  CHECK(f.reg(regs, 0) == 3);
-  CHECK(f.reg(regs, 1) == f.address(instr.buffer));
-  CHECK(f.reg(regs, 2) == 64);
-  CHECK(f.reg(regs, 3) == f.address(a));
-  CHECK(f.reg(regs, 4) == f.address(b));
-  CHECK(f.reg(regs, 5) == f.address(c));
+  CHECK(instr.words == 64);
+  f.check_layout(regs, instr, {&a, &b, &c});
   // The instruction buffer was read, not written: its contents are intact.
   std::vector<std::uint32_t> back(64);
   instr.buffer.read(std::span<std::uint32_t>(back));
@@ -817,12 +824,8 @@ TEST_CASE("xrt npu: runs sharing one instruction buffer do not conflict, start_n
   auto p = xb::prepare_npu(f.k, instr, xrtio::in(x0), xrtio::in(x1), xrtio::out(x2));
   auto regs = xb::command_registers(*p.state()->run);
   REQUIRE(!regs.empty());
-  CHECK(f.reg(regs, 0) == 3);
-  CHECK(f.reg(regs, 1) == f.address(instr.buffer));
-  CHECK(f.reg(regs, 2) == 16);
-  CHECK(f.reg(regs, 3) == f.address(x0));
-  CHECK(f.reg(regs, 4) == f.address(x1));
-  CHECK(f.reg(regs, 5) == f.address(x2));
+  CHECK(instr.words == 16);
+  f.check_layout(regs, instr, {&x0, &x1, &x2});
   CHECK(f.address(x0) != f.address(a));
   xrtio::runtime rt;
   asio::io_context io;

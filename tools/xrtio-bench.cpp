@@ -556,15 +556,18 @@ result run_raw_xrt(int c) {
 }
 
 // xrtio on the same device, same kernel and arguments (all read-only: the
-// no-op device writes nothing).
+// no-op device writes nothing), its threads named for the CPU split.
+struct xrtio_xrt_setup {
+  xrtio::context ctx = named("l:dev", [] { return xrtio::xrt_backend::open({.xclbin_path = g_xclbin}); });
+  std::unique_ptr<xrtio::runtime> rt = named("l:rx", [] { return std::make_unique<xrtio::runtime>(g_opts.rt); });
+  xrtio::kernel k = (ctx.bind(*rt), ctx.kernel("vadd"));
+  xrtio::buffer a = ctx.alloc(4096), b = ctx.alloc(4096), o = ctx.alloc(4096);
+};
+
 result run_xrtio_xrt(int c) {
   auto rss0 = std::size_t(rss_bytes());
-  xrtio::context ctx = named("l:dev", [] { return xrtio::xrt_backend::open({.xclbin_path = g_xclbin}); });
-  auto rt = named("l:rx", [] { return std::make_unique<xrtio::runtime>(g_opts.rt); });
-  ctx.bind(*rt);
-  auto k = ctx.kernel("vadd");
-  auto a = ctx.alloc(4096), b = ctx.alloc(4096), o = ctx.alloc(4096);
-  return run_xrtio_on(k, c, rss0, xrtio::in(a), xrtio::in(b), xrtio::in(o), std::uint32_t{4});
+  xrtio_xrt_setup x;
+  return run_xrtio_on(x.k, c, rss0, xrtio::in(x.a), xrtio::in(x.b), xrtio::in(x.o), std::uint32_t{4});
 }
 
 // raw-xrt-wait: what a user without xrtio writes first: one thread per
@@ -612,15 +615,12 @@ asio::awaitable<void> prepared_worker(xrtio::prepared_run p) {
 }
 result run_prepared_xrt(int c) {
   auto rss0 = std::size_t(rss_bytes());
-  xrtio::context ctx = named("l:dev", [] { return xrtio::xrt_backend::open({.xclbin_path = g_xclbin}); });
-  auto rt = named("l:rx", [] { return std::make_unique<xrtio::runtime>(g_opts.rt); });
-  ctx.bind(*rt);
-  auto k = ctx.kernel("vadd");
-  auto a = ctx.alloc(4096), b = ctx.alloc(4096), o = ctx.alloc(4096);
+  xrtio_xrt_setup x;
   asio::io_context io(1);
   for (int w = 0; w < c; ++w)
-    asio::co_spawn(io, prepared_worker(xrtio::prepare(k, xrtio::in(a), xrtio::in(b), xrtio::in(o), std::uint32_t{4})),
-                   asio::detached);
+    asio::co_spawn(
+        io, prepared_worker(xrtio::prepare(x.k, xrtio::in(x.a), xrtio::in(x.b), xrtio::in(x.o), std::uint32_t{4})),
+        asio::detached);
   std::thread t([&] {
     set_thread_name("c:io");
     io.run();

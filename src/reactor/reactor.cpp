@@ -132,7 +132,7 @@ class reactor final : public access_listener {
   bool wake_armed_ = false;
   // Completion event fds of the devices with runs on them (DESIGN.md: the
   // reactor sleeps on them instead of polling). Rebuilt before each sleep.
-  static constexpr unsigned max_sources = 16;
+  static constexpr unsigned max_sources = 16;  // = max_tracked
   backend::native_device* sources_[max_sources]{};
   unsigned source_count_ = 0;
   std::uint64_t sleep_seq_ = 0;
@@ -145,7 +145,7 @@ class reactor final : public access_listener {
   // spinning pass can ask them whether anything finished (take_completions)
   // instead of scanning every run. Runs beyond max_tracked devices are
   // counted in untracked_ and force a scan on every pass.
-  static constexpr unsigned max_tracked = 16;
+  static constexpr unsigned max_tracked = max_sources;
   struct tracked_device {
     backend::native_device* dev;
     unsigned runs;
@@ -154,7 +154,6 @@ class reactor final : public access_listener {
   unsigned tracked_count_ = 0;
   unsigned untracked_ = 0;
   unsigned aborting_ = 0;     // runs in device_ with an abort under way
-  bool force_scan_ = true;
   unsigned fresh_ = 0;        // runs added to the front of device_ since the last scan
   bool signalled_ = false;    // a device reported completions not scanned for yet
   clock::time_point last_full_scan_{};
@@ -517,7 +516,7 @@ void reactor::untrack(run_op_base* op) noexcept {
 // is at least scan_gap old, about as long as a scan takes (8 ns per run,
 // at most 50 us; far below the queueing delay at such depths).
 bool reactor::scan_needed(clock::time_point now) noexcept {
-  bool must = force_scan_ || untracked_ > 0 || aborting_ > 0 || shutting_down_ || now >= scan_deadline_ ||
+  bool must = untracked_ > 0 || aborting_ > 0 || shutting_down_ || now >= scan_deadline_ ||
               now >= scan_giveup_;
   // Ask every device (clearing each indication) even when the answer is
   // known. Devices without a completion event are polled: scanned whenever
@@ -528,7 +527,6 @@ bool reactor::scan_needed(clock::time_point now) noexcept {
     if (d->event_fd() < 0) polled = true;
     else if (d->take_completions()) signalled_ = true;
   }
-  force_scan_ = false;
   auto gap = std::chrono::nanoseconds(std::min<std::uint64_t>(8 * in_flight_.load(std::memory_order_relaxed), 50'000));
   if (must || ((signalled_ || polled) && now - last_full_scan_ >= gap)) {
     signalled_ = false;
@@ -668,7 +666,7 @@ bool reactor::poll(clock::time_point now, clock::time_point& next_deadline, run_
     p = &op->next;
   }
   bump(polls_, polls);
-  if (full || device_deadline < scan_deadline_) scan_deadline_ = device_deadline;
+  scan_deadline_ = device_deadline;  // a partial scan started from it: never later
   scan_giveup_ = giveup;
   scan_predicted_ = predicted;
   next_predicted = predicted;
@@ -725,24 +723,15 @@ void reactor::flush_completions() noexcept {
   done_tail_ = &done_;
 }
 
+// The devices of the runs in device_ are tracked_ already: sleep on their
+// event fds when every one has one (and none went untracked).
 bool reactor::collect_event_sources() noexcept {
   source_count_ = 0;
-  bool all = device_ != nullptr;
-  for (auto* op = device_; op; op = op->next) {
-    if (op->ph != run_op_base::phase::on_device) continue;
-    auto* dev = op->core.kernel().context_state()->device.get();
-    if (dev->event_fd() < 0) {
-      all = false;
-      continue;
-    }
-    bool known = false;
-    for (unsigned i = 0; i < source_count_ && !known; ++i) known = sources_[i] == dev;
-    if (known) continue;
-    if (source_count_ == max_sources) {
-      all = false;
-      continue;
-    }
-    sources_[source_count_++] = dev;
+  bool all = device_ != nullptr && untracked_ == 0;
+  for (unsigned i = 0; i < tracked_count_; ++i) {
+    auto* dev = tracked_[i].dev;
+    if (dev->event_fd() < 0) all = false;
+    else sources_[source_count_++] = dev;
   }
   return all;
 }
