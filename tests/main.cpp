@@ -1,2 +1,48 @@
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+// The doctest runner of every suite, with a hang watchdog: a test process
+// that runs past XRTIO_TEST_WATCHDOG_S seconds (default 240, below CTest's
+// 300 s per-test timeout) prints every thread's stack through gdb and
+// exits with status 124 (as timeout(1) does), so a hang in CI explains
+// itself instead of being a bare timeout.
+#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+namespace {
+
+void start_watchdog() {
+  long seconds = 240;
+  if (const char* s = std::getenv("XRTIO_TEST_WATCHDOG_S")) seconds = std::strtol(s, nullptr, 10);
+  if (seconds <= 0) return;
+  std::thread([seconds] {
+    std::this_thread::sleep_for(std::chrono::seconds(seconds));
+    std::fprintf(stderr, "\nxrtio test watchdog: still running after %ld s; every thread's stack follows\n",
+                 seconds);
+    std::string cmd = "gdb -p " + std::to_string(::getpid()) +
+                      " -batch -nx -ex 'set pagination off' -ex 'thread apply all bt' 1>&2 2>/dev/null";
+    if (std::system(cmd.c_str()) != 0)
+      std::fprintf(stderr, "xrtio test watchdog: gdb could not attach (is gdb installed, ptrace allowed?)\n");
+    std::fflush(stderr);
+    std::_Exit(124);
+  }).detach();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  doctest::Context context(argc, argv);
+  // Listing or discovering tests (CTest's doctest_discover_tests) needs no watchdog.
+  bool listing = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--list", 0) == 0 || a.rfind("-ltc", 0) == 0 || a.rfind("-lts", 0) == 0) listing = true;
+  }
+  if (!listing) start_watchdog();
+  return context.run();
+}

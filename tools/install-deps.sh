@@ -2,7 +2,7 @@
 # Installs what xrtio needs from Debian 12's packages, only when missing.
 # Run as root (the README's commands do). Set XRTIO_NO_XRT=1 to skip XRT.
 set -euo pipefail
-pkgs=(g++ cmake ninja-build pkg-config libasio-dev liburing-dev doctest-dev gnuplot-nox uuid-dev)
+pkgs=(g++ cmake ninja-build pkg-config libasio-dev liburing-dev doctest-dev gnuplot-nox uuid-dev gdb)
 [ "${XRTIO_NO_XRT:-0}" = 1 ] || pkgs+=(libxrt-dev libxrt1)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -130,13 +130,33 @@ constexpr std::size_t sample_cap = std::size_t(1) << 22;
 float* g_samples = nullptr;  // resume latencies (us) recorded in the window
 std::atomic<std::size_t> g_nsamples{0};
 
+// Handlers that may be writing g_samples. The controller clears g_measuring
+// and then waits for this to reach zero before it reads the samples: a
+// handler that saw g_measuring == true just before the store must not write
+// into the array while it is sorted (an introsort over changing elements can
+// run past the array's end). Both sides are seq_cst, so either the handler
+// sees the cleared flag or the controller sees the handler counted.
+std::atomic<int> g_recording{0};
+
 inline void record(const xrtio::run_result& r) noexcept {
   g_completed.fetch_add(1, std::memory_order_relaxed);
-  if (!g_measuring.load(std::memory_order_relaxed)) return;
-  if (r.device_completed == clk::time_point{}) return;  // the backend does not know
-  auto us = std::chrono::duration<float, std::micro>(clk::now() - r.device_completed).count();
-  std::size_t i = g_nsamples.fetch_add(1, std::memory_order_relaxed);
-  if (i < sample_cap) g_samples[i] = us;
+  if (!g_measuring.load(std::memory_order_relaxed)) return;  // cheap early out
+  if (r.device_completed == clk::time_point{}) return;       // the backend does not know
+  g_recording.fetch_add(1, std::memory_order_seq_cst);
+  if (g_measuring.load(std::memory_order_seq_cst)) {
+    auto us = std::chrono::duration<float, std::micro>(clk::now() - r.device_completed).count();
+    std::size_t i = g_nsamples.fetch_add(1, std::memory_order_relaxed);
+    if (i < sample_cap) g_samples[i] = us;
+  }
+  g_recording.fetch_sub(1, std::memory_order_release);
+}
+
+// Ends the sampling window: after this returns no handler writes g_samples
+// until the next window opens.
+void stop_sampling() noexcept {
+  g_measuring.store(false, std::memory_order_seq_cst);
+  while (g_recording.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  std::atomic_thread_fence(std::memory_order_acquire);
 }
 inline void record_count_only() noexcept { g_completed.fetch_add(1, std::memory_order_relaxed); }
 
@@ -254,7 +274,7 @@ result measure(int effective, std::size_t rss_before, int in_flight = -1) {
   std::this_thread::sleep_for(std::chrono::duration<double>(g_opts.window_s));
   g_trace_on.store(false);
   auto b = take();
-  g_measuring.store(false);
+  stop_sampling();
   double rss = rss_bytes();
   g_stop.store(true);
   result r;

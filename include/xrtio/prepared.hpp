@@ -3,9 +3,11 @@
 
 #include <asio/async_result.hpp>
 #include <asio/compose.hpp>
+#include <asio/post.hpp>
 #include <atomic>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "xrtio/async_run.hpp"
@@ -111,8 +113,16 @@ struct chain_op {
   std::vector<prepared_run> runs;
   std::size_t next = 0;
   chain_result result{};
+  bool deferred = false;
   template <class Self>
   void operator()(Self& self, std::error_code ec = {}, run_result r = {}) {
+    if (runs.empty()) {
+      // async_compose runs this first step inside async_run_chain, and its
+      // complete() calls the handler directly: an empty chain must first
+      // go through the handler's executor (invariant 1, docs/DESIGN.md).
+      if (!std::exchange(deferred, true)) return asio::post(std::move(self));
+      return self.complete(std::error_code{}, result);
+    }
     if (next > 0) {
       result.last = r;
       if (ec) {

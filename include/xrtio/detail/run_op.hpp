@@ -22,6 +22,7 @@
 #include <mutex>
 
 #include "xrtio/detail/abort_ticket.hpp"
+#include "xrtio/detail/concrete_executor.hpp"
 #include "xrtio/run.hpp"
 
 namespace xrtio::detail {
@@ -368,16 +369,9 @@ class run_op final : public run_op_base {
     try {
       // A type-erased executor (any_io_executor, use_awaitable's) ignores the
       // allocator property and wraps the function in a heap allocation; post
-      // to the io_context executor it holds instead, so the arena is used.
-      using tracked_io = asio::io_context::basic_executor_type<std::allocator<void>,
-                                                               asio::detail::io_context_bits::outstanding_work_tracked>;
-      if constexpr (requires { ex.template target<tracked_io>(); }) {
-        if (auto* t = ex.template target<tracked_io>()) post(*t);
-        else if (auto* u = ex.template target<asio::io_context::executor_type>()) post(*u);
-        else post(ex);
-      } else {
-        post(ex);
-      }
+      // to the io_context executor or strand it holds instead, so the arena
+      // is used. Only an exact type match counts (see concrete_executor.hpp).
+      with_concrete_executor(ex, post);
     } catch (...) {
       // Posting failed (out of memory): batch_fn's destructor destroyed the
       // handlers; nothing else can be done without breaking invariant 2.
