@@ -401,3 +401,13 @@ TEST_CASE("sync run: run_options::timeout given to start() bounds wait() without
   CHECK(r.state == xrtio::run_state::abort);
   CHECK(took < std::chrono::seconds(5));  // bounded by the 20 ms deadline, not forever
 }
+
+TEST_CASE("sync run: a throwing wait() names the run_options::timeout that ran out, not an unbounded wait's limit") {
+  xrtio::sim::device_config cfg;
+  cfg.faults.push_back({.kernel = "noop", .what = xrtio::sim::fault::hang});
+  auto ctx = xrtio::sim::open(cfg);
+  auto h = xrtio::start(ctx.kernel("noop"), xrtio::run_options{.timeout = std::chrono::milliseconds(20)});
+  auto msg = error_of([&] { h.wait(); }, errc::timed_out);
+  CHECK(contains(msg, "outlived run_options::timeout (20000 us) and was aborted"));
+  CHECK(!contains(msg, "9223372036854775807"));
+}

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <barrier>
 #include <asio.hpp>
 #include <atomic>
 #include <cmath>
@@ -393,7 +394,13 @@ asio::awaitable<void> pool_worker(xrtio::kernel k, asio::thread_pool* pool) {
     // the coroutine's own executor and wait() would block the io thread.
     co_await asio::post(pool->get_executor(), asio::bind_executor(*pool, asio::use_awaitable));
     std::optional<xrtio::run_result> r;
-    if (!t_on_pool) g_errors.fetch_add(1);  // not on the pool: the contender is broken
+    if (!pool->get_executor().running_in_this_thread()) g_errors.fetch_add(1);  // the contender is broken
+    // Name the pool thread for the CPU split if the start-up posts missed it
+    // (on a loaded host one pool thread can take two of them).
+    if (!t_on_pool) {
+      set_thread_name("c:pool");
+      t_on_pool = true;
+    }
     if (!g_stop.load(std::memory_order_relaxed)) {
       try {
         r = xrtio::start(k).wait();
@@ -601,20 +608,33 @@ result run_raw_xrt_wait(int c) {
   int n = std::min(c, max_threads);
   std::vector<std::thread> ts;
   ts.reserve(std::size_t(n));
+  // XRT 2.13's no-op driver is not safe against one thread destroying an
+  // xrt::run (xclFreeBO) while another starts one (xclExecBuf): start()
+  // threw "no such bo handle" and, uncaught in this thread, ended the
+  // process (issue 9's crash, seen in a core dump). So every thread keeps
+  // its run until all have stopped starting theirs.
+  std::barrier done_starting(n);
   for (int i = 0; i < n; ++i)
     ts.emplace_back([&] {
       set_thread_name("c:blk");
-      xrt::run r(*krn);
-      r.set_arg(0, bos[0]);
-      r.set_arg(1, bos[1]);
-      r.set_arg(2, bos[2]);
-      r.set_arg(3, 4u);
-      while (!g_stop.load(std::memory_order_relaxed)) {
-        r.start();
-        // wait(ms) returns the state; never wait(0): that blocks without a timeout.
-        auto s = r.wait(std::chrono::milliseconds(1000));
-        if (s == ERT_CMD_STATE_COMPLETED) record_count_only();
-        else g_errors.fetch_add(1);
+      {
+        xrt::run r(*krn);
+        r.set_arg(0, bos[0]);
+        r.set_arg(1, bos[1]);
+        r.set_arg(2, bos[2]);
+        r.set_arg(3, 4u);
+        while (!g_stop.load(std::memory_order_relaxed)) {
+          try {
+            r.start();
+            // wait(ms) returns the state; never wait(0): that blocks without a timeout.
+            auto s = r.wait(std::chrono::milliseconds(1000));
+            if (s == ERT_CMD_STATE_COMPLETED) record_count_only();
+            else g_errors.fetch_add(1);
+          } catch (const std::exception&) {
+            g_errors.fetch_add(1);  // reported with the cell's errors
+          }
+        }
+        done_starting.arrive_and_wait();
       }
     });
   auto r = measure(n, rss0);
@@ -890,7 +910,7 @@ int main(int argc, char** argv) {
   }
   if (lats.empty()) lats = quick ? std::vector<long>{0, 50} : std::vector<long>{0, 10, 50, 1000};
   if (cs.empty()) cs = quick ? std::vector<long>{1, 4096} : std::vector<long>{1, 64, 4096, 65536};
-  if (repeat < 1) repeat = quick ? 3 : 3;
+  if (repeat < 1) repeat = 3;  // medians of 3, quick or not
   g_opts.window_s = window > 0 ? window : quick ? 0.2 : 0.6;
   g_opts.warm_s = quick ? 0.05 : 0.15;
   if (contenders.empty())

@@ -23,7 +23,7 @@
 
 #include "xrtio/detail/abort_ticket.hpp"
 #include "xrtio/detail/concrete_executor.hpp"
-#include "xrtio/run.hpp"
+#include "xrtio/detail/run_core.hpp"
 
 namespace xrtio::detail {
 

@@ -1,0 +1,126 @@
+// The completion reactor: one thread per runtime that observes in-flight
+// runs, enforces deadlines, has aborts run off its loop and hands completions
+// to executors in batches (docs/DESIGN.md, "The reactor"; invariants 1-5).
+// Its pieces: the wait primitive, the aborter, the device tracker, the
+// completion predictor and the executor batcher, each in its own file.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "aborter.hpp"
+#include "completion_predictor.hpp"
+#include "device_tracker.hpp"
+#include "reactor_counters.hpp"
+#include "util/atomic_intrusive_stack.hpp"
+#include "util/intrusive_queue.hpp"
+#include "wait_primitive.hpp"
+#include "xrtio/detail/run_op.hpp"
+#include "xrtio/runtime.hpp"
+
+namespace xrtio::detail {
+
+class reactor final : public access_listener {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  explicit reactor(runtime_options o);
+  ~reactor();
+
+  // Any thread.
+  void submit(run_op_base* op) noexcept;                        // reactor.cpp
+  void reject(run_op_base* op, std::error_code ec) noexcept;   // reactor.cpp
+  void cancel(run_op_base* op, asio::cancellation_type t) noexcept;
+  void access_released() noexcept override;
+  void stop() noexcept;  // reactor_shutdown.cpp
+  runtime_stats stats() const noexcept;
+  const runtime_options& options() const noexcept { return opts_; }
+
+ private:
+  using op_list = intrusive_queue<run_op_base, &run_op_base::next>;
+
+  // What one scan of the runs found (reactor_scan.cpp).
+  struct scan_result {
+    bool finished = false;                                  // a run reached the done list
+    clock::time_point next_deadline = clock::time_point::max();
+    run_op_base* next_predicted = nullptr;                  // the earliest prediction still due
+  };
+  // How the loop paces itself between passes.
+  struct pacing {
+    clock::time_point last_activity;
+    std::chrono::nanoseconds backoff;
+  };
+
+  // reactor.cpp: intake and the loop.
+  void push(run_op_base* op) noexcept;
+  void complete_orphans() noexcept;
+  void wake() noexcept;
+  void run() noexcept;
+  bool take_requests(clock::time_point now) noexcept;
+  void intake() noexcept;
+  void rest(clock::time_point now, const scan_result& found, pacing& pace) noexcept;
+  void sleep(clock::time_point until, std::span<backend::native_device* const> sources = {}) noexcept;
+  void refresh_oldest(clock::time_point now) noexcept;
+  void start_on_device(run_op_base* op) noexcept;
+  void to_device(run_op_base* op) noexcept;
+
+  // reactor_scan.cpp: observing runs on the device.
+  scan_result scan(clock::time_point now) noexcept;
+  bool scan_needed(clock::time_point now) noexcept;
+  bool check_on_device(run_op_base* op, clock::time_point now, scan_result& r, clock::time_point& giveup) noexcept;
+  bool check_aborting(run_op_base* op, clock::time_point now, scan_result& r) noexcept;
+  void begin_abort(run_op_base* op, run_op_base::abort_reason why, clock::time_point now) noexcept;
+  void leave_device(run_op_base* op) noexcept;
+  void finish(run_op_base* op, run_state s) noexcept;
+  void fail(run_op_base* op, std::error_code ec) noexcept;
+  void retain(run_op_base* op) noexcept;
+  void flush_completions() noexcept;
+
+  // reactor_leases.cpp: runs waiting for their leases.
+  void cancel_runs() noexcept;
+  void retry_waiting() noexcept;
+  bool expire_waiting(clock::time_point now, clock::time_point& next_deadline) noexcept;
+  void withdraw_waiting(run_op_base* op, std::error_code ec) noexcept;
+
+  // reactor_shutdown.cpp.
+  void enter_shutdown(clock::time_point now) noexcept;
+  enum class shutdown_step { go_on, again, exit };
+  shutdown_step shutdown_progress(clock::time_point now) noexcept;
+  void drain_after_stop() noexcept;
+
+  runtime_options opts_;
+  // Any thread:
+  atomic_intrusive_stack<run_op_base, &run_op_base::next> incoming_;
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> wake_pending_{false};
+  std::atomic<bool> cancel_pending_{false};
+  std::atomic<bool> retry_pending_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopped_{false};
+  wait_primitive waiter_;
+  reactor_counters counters_;
+  // Reactor thread only:
+  op_list waiting_;  // for leases, FIFO
+  op_list device_;   // on the device or aborting; newest first
+  op_list done_;     // final this pass, in order
+  device_tracker devices_;
+  completion_predictor predictor_{opts_};
+  unsigned aborting_ = 0;   // runs in device_ with an abort under way
+  unsigned fresh_ = 0;      // runs added to the front of device_ since the last scan
+  bool signalled_ = false;  // a device reported completions not scanned for yet
+  clock::time_point last_full_scan_{};
+  // What the last full scan saw: the earliest deadline and prediction, and
+  // when the earliest prediction is to be given up.
+  clock::time_point scan_deadline_ = clock::time_point::max();
+  clock::time_point scan_giveup_ = clock::time_point::max();
+  run_op_base* scan_predicted_ = nullptr;
+  bool shutting_down_ = false;
+  clock::time_point shutdown_deadline_{};
+  clock::time_point last_refresh_{};
+  std::shared_ptr<aborter> aborter_;
+  std::thread thread_;
+};
+
+}  // namespace xrtio::detail

@@ -1,0 +1,214 @@
+// Observing the runs on the device: final states, deadlines, predictions
+// given up, aborts and their grace periods (docs/DESIGN.md, invariants 3-5),
+// and what happens to a run that leaves the device.
+#include <algorithm>
+
+#include "executor_batcher.hpp"
+#include "reactor.hpp"
+
+namespace xrtio::detail {
+
+using rc = reactor_counters;
+
+namespace {
+// A full scan costs about this much per run in flight on this kind of host;
+// see scan_needed.
+constexpr std::uint64_t scan_ns_per_run = 8;
+// ... and a completion signal never waits longer than this for one.
+constexpr std::uint64_t max_scan_gap_ns = 50'000;
+}  // namespace
+
+// Whether this pass must scan every run on the device. It need not when the
+// last scan saw everything, nothing was added, no deadline or abort is due,
+// and every device says none of its runs finished since.
+//
+// With many runs in flight a full scan is long and, started right after the
+// previous one, finds few completions: polls per completion grow with the
+// runs in flight. So a completion signal waits until the previous full scan
+// is at least a scan's length old (far below the queueing delay at such
+// depths).
+bool reactor::scan_needed(clock::time_point now) noexcept {
+  bool must = devices_.has_untracked() || aborting_ > 0 || shutting_down_ || now >= scan_deadline_ ||
+              now >= scan_giveup_;
+  // Ask every device (clearing each indication) even when the answer is
+  // known. Devices without a completion event are polled: scanned whenever
+  // the gap allows (the loop paces passes with its backoff).
+  auto sig = devices_.take_completions();
+  if (sig.completed) signalled_ = true;
+  auto gap = std::chrono::nanoseconds(
+      std::min<std::uint64_t>(scan_ns_per_run * counters_.in_flight.load(std::memory_order_relaxed), max_scan_gap_ns));
+  if (must || ((signalled_ || sig.polled) && now - last_full_scan_ >= gap)) {
+    signalled_ = false;
+    last_full_scan_ = now;
+    return true;
+  }
+  return false;
+}
+
+// One scan of the in-flight runs: all of them, or only those added since the
+// last full scan (at the front of device_) when nothing else can have changed.
+reactor::scan_result reactor::scan(clock::time_point now) noexcept {
+  scan_result r;
+  r.finished = expire_waiting(now, r.next_deadline);
+  bool full = scan_needed(now);
+  unsigned limit = full ? ~0u : fresh_;
+  fresh_ = 0;
+  auto device_deadline = full ? clock::time_point::max() : scan_deadline_;
+  auto giveup = full ? clock::time_point::max() : scan_giveup_;
+  r.next_predicted = full ? nullptr : scan_predicted_;
+  scan_result seen{false, device_deadline, r.next_predicted};
+  std::uint64_t polls = 0;
+  device_.erase_if(
+      [&](run_op_base* op) {
+        bool left = false;
+        if (op->ph == run_op_base::phase::on_device) {
+          ++polls;
+          left = check_on_device(op, now, seen, giveup);
+        }
+        if (!left && op->ph == run_op_base::phase::aborting) {
+          ++polls;
+          left = check_aborting(op, now, seen);
+        }
+        if (left) {
+          if (seen.next_predicted == op) seen.next_predicted = nullptr;
+          leave_device(op);
+          seen.finished = true;
+        }
+        return left;
+      },
+      limit);
+  rc::bump(counters_.polls, polls);
+  scan_deadline_ = seen.next_deadline;  // a partial scan started from it: never later
+  scan_giveup_ = giveup;
+  scan_predicted_ = seen.next_predicted;
+  r.finished |= seen.finished;
+  r.next_predicted = seen.next_predicted;
+  r.next_deadline = std::min(r.next_deadline, seen.next_deadline);
+  return r;
+}
+
+// A run on the device: final, past its deadline, to be aborted for shutdown,
+// or still running (then its deadline and prediction count). Returns whether
+// it left the device list.
+bool reactor::check_on_device(run_op_base* op, clock::time_point now, scan_result& r,
+                              clock::time_point& giveup) noexcept {
+  run_state s = op->core.native()->state();
+  if (is_final(s)) {
+    finish(op, s);
+    return true;
+  }
+  if (op->deadline <= now) {
+    begin_abort(op, run_op_base::abort_reason::timeout, now);
+    return false;
+  }
+  if (shutting_down_) {
+    begin_abort(op, run_op_base::abort_reason::shutdown, now);
+    return false;
+  }
+  if (op->deadline < r.next_deadline) r.next_deadline = op->deadline;
+  if (op->predicted != clock::time_point::max()) {
+    auto last = op->predicted + opts_.prediction_margin + predictor_.spread(&op->core.kernel().native());
+    if (now > last) {
+      op->predicted = clock::time_point::max();  // late: stop spinning for it
+      rc::bump(counters_.predictions_missed);
+    } else {
+      if (last < giveup) giveup = last;
+      if (!r.next_predicted || op->predicted < r.next_predicted->predicted) r.next_predicted = op;
+    }
+  }
+  return false;
+}
+
+// A run being aborted: retained if the abort was refused or outlived its
+// grace period (invariant 5), finished once the abort is done and the state
+// final.
+bool reactor::check_aborting(run_op_base* op, clock::time_point now, scan_result& r) noexcept {
+  auto t = op->ticket ? op->ticket->get() : abort_ticket::refused;  // no ticket: could not even queue it
+  run_state s = op->core.native()->state();
+  if (t == abort_ticket::refused) {
+    retain(op);
+    return true;
+  }
+  if (t == abort_ticket::done && is_final(s)) {
+    finish(op, s);
+    return true;
+  }
+  if (now >= op->abort_deadline) {
+    retain(op);  // abort past its grace period
+    return true;
+  }
+  if (op->abort_deadline < r.next_deadline) r.next_deadline = op->abort_deadline;
+  return false;
+}
+
+void reactor::begin_abort(run_op_base* op, run_op_base::abort_reason why, clock::time_point now) noexcept {
+  op->reason = why;
+  op->ph = run_op_base::phase::aborting;
+  op->abort_deadline = now + opts_.abort_grace;
+  ++aborting_;
+  try {
+    op->ticket = std::make_shared<abort_ticket>();
+    aborter_->enqueue(op->core.native(), op->ticket);
+  } catch (...) {
+    // Cannot even queue the abort: the next scan retains the run (no
+    // ticket reads as refused) and keeps everything (invariant 5).
+    op->ticket.reset();
+  }
+}
+
+// Bookkeeping for a run leaving device_.
+void reactor::leave_device(run_op_base* op) noexcept {
+  if (op->reason != run_op_base::abort_reason::none) --aborting_;
+  devices_.remove(op->core.kernel().context_state()->device.get());
+  rc::drop(counters_.in_flight);
+}
+
+void reactor::finish(run_op_base* op, run_state s) noexcept {
+  using reason = run_op_base::abort_reason;
+  op->result = op->core.result(s);
+  if (s == run_state::completed) {
+    op->ec = {};
+    rc::bump(counters_.completed);
+    if (op->reason == reason::none)
+      predictor_.learn(&op->core.kernel().native(), (op->result.device_completed - op->result.submitted).count());
+  } else if (op->reason == reason::timeout) {
+    op->ec = errc::timed_out;
+    rc::bump(counters_.timed_out);
+  } else if (op->reason == reason::cancel) {
+    op->ec = asio::error::operation_aborted;
+    rc::bump(counters_.cancelled);
+  } else if (op->reason == reason::shutdown) {
+    op->ec = errc::shut_down;
+    rc::bump(counters_.failed);
+  } else {
+    op->ec = op->core.native() ? op->core.native()->final_error(s) : state_error(s);
+    rc::bump(counters_.failed);
+  }
+  op->core.release();  // final: the device let go (invariant 2)
+  op->ph = run_op_base::phase::finished;
+  done_.push_back(op);
+}
+
+void reactor::fail(run_op_base* op, std::error_code ec) noexcept {
+  op->ec = ec;
+  op->result = {};
+  op->core.release();
+  op->ph = run_op_base::phase::finished;
+  done_.push_back(op);
+}
+
+void reactor::retain(run_op_base* op) noexcept {
+  // Invariant 5: the native run, buffers, leases and budget charges stay.
+  op->result = op->core.result(op->core.native() ? op->core.native()->state() : run_state::running);
+  op->core.retain(op->ticket);
+  op->ec = errc::abort_failed;
+  rc::bump(counters_.retained);
+  op->ph = run_op_base::phase::finished;
+  done_.push_back(op);
+}
+
+void reactor::flush_completions() noexcept {
+  rc::bump(counters_.batches, executor_batcher::post_all(done_.take_all(), opts_.max_batch));
+}
+
+}  // namespace xrtio::detail

@@ -1,0 +1,61 @@
+// Shutting a reactor down (runtime's destructor): new runs are rejected,
+// waiting runs withdrawn, runs on the device aborted and given
+// shutdown_grace to reach a final state, the rest retained; then the thread
+// ends and never hangs (docs/DESIGN.md, invariants 2 and 5).
+#include "reactor.hpp"
+
+namespace xrtio::detail {
+
+using rc = reactor_counters;
+
+void reactor::stop() noexcept {
+  if (stopping_.exchange(true)) {
+    if (thread_.joinable()) thread_.join();
+    return;
+  }
+  wake_pending_.store(false);
+  sleeping_.store(true);  // force a notify
+  wake();
+  if (thread_.joinable()) thread_.join();
+  // A hung abort is left behind: its run is retained, so everything it
+  // touches stays alive.
+  aborter_->stop();
+}
+
+void reactor::enter_shutdown(clock::time_point now) noexcept {
+  shutting_down_ = true;
+  shutdown_deadline_ = now + opts_.shutdown_grace;
+  // Runs still waiting for leases never reached the device: withdraw them.
+  while (auto* op = waiting_.pop_front()) {
+    rc::bump(counters_.failed);
+    withdraw_waiting(op, errc::shut_down);
+  }
+  // Runs on the device are aborted by the scans from now on.
+}
+
+reactor::shutdown_step reactor::shutdown_progress(clock::time_point now) noexcept {
+  if (device_.empty() && waiting_.empty() && incoming_.empty()) return shutdown_step::exit;
+  if (now < shutdown_deadline_) return shutdown_step::go_on;
+  // Past the grace period: keep what the device still holds.
+  while (auto* op = device_.pop_front()) {
+    leave_device(op);
+    retain(op);
+  }
+  flush_completions();
+  return shutdown_step::again;
+}
+
+// The thread is ending. Anything submitted meanwhile is rejected from here
+// on (stopped_); what raced in before that is completed now.
+void reactor::drain_after_stop() noexcept {
+  stopped_.store(true, std::memory_order_seq_cst);
+  intake();
+  while (auto* op = device_.pop_front()) retain(op);  // started by a submitter racing the shutdown
+  while (auto* op = waiting_.pop_front()) {
+    op->core.withdraw(op);
+    fail(op, errc::shut_down);
+  }
+  flush_completions();
+}
+
+}  // namespace xrtio::detail

@@ -1,0 +1,33 @@
+// xrtio::runtime (one reactor thread), the default runtime, binding a
+// context to a runtime, and the entry points run_op.hpp declares.
+#include "reactor.hpp"
+#include "xrtio/context.hpp"
+
+namespace xrtio::detail {
+
+std::shared_ptr<reactor> reactor_for(const xrtio::kernel& k, const run_options& o) {
+  if (o.runtime) return o.runtime->reactor();
+  if (auto& r = k.context_state()->bound_reactor) return r;
+  return default_runtime().reactor();
+}
+void reactor_submit(reactor& r, run_op_base* op) noexcept { r.submit(op); }
+void reactor_reject(reactor& r, run_op_base* op, std::error_code ec) noexcept { r.reject(op, ec); }
+void reactor_cancel(reactor& r, run_op_base* op, asio::cancellation_type t) noexcept { r.cancel(op, t); }
+
+}  // namespace xrtio::detail
+
+namespace xrtio {
+
+runtime::runtime(runtime_options options) : reactor_(std::make_shared<detail::reactor>(options)) {}
+runtime::~runtime() { reactor_->stop(); }
+runtime_stats runtime::stats() const noexcept { return reactor_->stats(); }
+const runtime_options& runtime::options() const noexcept { return reactor_->options(); }
+
+runtime& default_runtime() {
+  static runtime* rt = new runtime();  // never destroyed: see runtime.hpp
+  return *rt;
+}
+
+void context::bind(runtime& rt) { state_->bound_reactor = rt.reactor(); }
+
+}  // namespace xrtio
