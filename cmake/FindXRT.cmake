@@ -3,7 +3,7 @@
 # Handles Debian's layout (headers in /usr/include/xrt, library in the
 # multiarch dir, no CMake package, a broken xrt.pc) and upstream's
 # (/opt/xilinx/xrt or $XILINX_XRT, include/xrt/xrt_bo.h). Links xrt_coreutil
-# alone: xrt_core would shadow the no-op device (XRT-NOTES.md).
+# alone: xrt_core would shadow the no-op device (docs/DESIGN.md, "Testing without hardware").
 #
 # Defines XRT_FOUND, XRT_INCLUDE_DIR, XRT_COREUTIL_LIBRARY and the imported
 # target XRT::xrt_coreutil.

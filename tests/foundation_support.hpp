@@ -28,7 +28,7 @@ std::string error_of(F&& f, xrtio::errc want) {
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 inline xrtio::sim::device& device_of(const xrtio::context& ctx) {
-  return static_cast<xrtio::sim::device&>(ctx.native());
+  return xrtio::sim::device_of(ctx);
 }
 
 }  // namespace ftest

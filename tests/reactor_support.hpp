@@ -40,7 +40,7 @@ struct fixture {
   }
 };
 
-inline xrtio::sim::device& dev(const xrtio::context& c) { return static_cast<xrtio::sim::device&>(c.native()); }
+inline xrtio::sim::device& dev(const xrtio::context& c) { return xrtio::sim::device_of(c); }
 
 /// n noop runs in flight at once, callbacks on one io_context; returns how
 /// many completed without error (each error is a failed CHECK).

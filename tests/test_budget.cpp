@@ -2,7 +2,7 @@
 
 #include "foundation_support.hpp"
 
-// Memory budgets (DESIGN.md invariant 7): the charge is taken before the
+// Memory budgets (docs/DESIGN.md, invariant 7): the charge is taken before the
 // native allocation, released only after native destruction, and concurrent
 // reservations never oversubscribe.
 
@@ -333,7 +333,7 @@ TEST_CASE("budget: an in-flight run keeps its buffers' charge after the user dro
   CHECK(budget.used() == 4096);  // the run still holds every buffer
   h = {};                        // aborts the hung run, then lets go
   CHECK(budget.used() == 0);
-  CHECK(static_cast<sim::device&>(ctx.native()).stats().aborted == 1);
+  CHECK(sim::device_of(ctx).stats().aborted == 1);
 }
 
 TEST_CASE("budget: a completed run's buffers are released with the handle and not before") {

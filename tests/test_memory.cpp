@@ -1,9 +1,10 @@
 #include <doctest/doctest.h>
 
+#include "introspection.hpp"
 #include "foundation_support.hpp"
 
 // Memory layer: errors, buffers and views, imports, and access tracking
-// (DESIGN.md invariants 6 and 8).
+// (docs/DESIGN.md, invariants 6 and 8).
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -144,12 +145,12 @@ TEST_CASE("buffer: sub views share the root's memory and tracker with absolute o
   CHECK(v.is_view());
   CHECK(v.size() == 1000);
   CHECK(v.offset() == 200);
-  CHECK(&v.tracker() == &root.tracker());
+  CHECK(&xtest::tracker(v) == &xtest::tracker(root));
 
   auto vv = v.sub(10, 30);  // a view of a view: offset is the sum
   CHECK(vv.offset() == 230);
   CHECK(vv.size() == 10);
-  CHECK(&vv.tracker() == &root.tracker());
+  CHECK(&xtest::tracker(vv) == &xtest::tracker(root));
   CHECK(vv.map().data() == root.map().data() + 230);
 
   auto p = pattern(10, 3);
@@ -236,7 +237,7 @@ TEST_CASE("buffer: write and read past the end fail with out_of_range and leave 
   error_of([&] { b.read(std::span<std::byte>(dst.data(), 1), 64); }, errc::out_of_range);
 
   // Nothing was left leased by the failures.
-  CHECK(b.tracker().active_count() == 0);
+  CHECK(xtest::tracker(b).active_count() == 0);
   CHECK(read_all(b) == p);
 }
 
@@ -248,7 +249,7 @@ TEST_CASE("buffer: sync covers the range (size 0 means to the end) and rejects b
   CHECK_NOTHROW(b.sync(xrtio::sync_direction::from_device, 28, 100));
   error_of([&] { b.sync(xrtio::sync_direction::to_device, 29, 100); }, errc::out_of_range);
   error_of([&] { b.sync(xrtio::sync_direction::to_device, 0, 128); }, errc::invalid_size);
-  CHECK(b.tracker().active_count() == 0);
+  CHECK(xtest::tracker(b).active_count() == 0);
 }
 
 TEST_CASE("buffer: operations on an empty handle fail with invalid_size") {
@@ -594,7 +595,7 @@ TEST_CASE("access: a host write overlapping a range a run writes fails with rang
   auto a = ctx.alloc(1024), b = ctx.alloc(1024);
   auto c = big.sub(1024, 0);
   auto h = xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{256});
-  CHECK(big.tracker().active_count() == 1);
+  CHECK(xtest::tracker(big).active_count() == 1);
 
   auto p = pattern(88, 1);
   auto msg = error_of([&] { big.write(std::span<const std::byte>(p), 512); }, errc::range_in_use);
@@ -619,7 +620,7 @@ TEST_CASE("access: two runs reading the same weights share them while the host c
   auto o1 = ctx.alloc(1024), o2 = ctx.alloc(1024);
   auto h1 = xrtio::start(k, xrtio::in(weights), xrtio::in(x), xrtio::out(o1), std::uint32_t{256});
   auto h2 = xrtio::start(k, xrtio::in(weights), xrtio::in(x), xrtio::out(o2), std::uint32_t{256});
-  CHECK(weights.tracker().active_count() == 2);
+  CHECK(xtest::tracker(weights).active_count() == 2);
   auto p = pattern(8, 1);
   auto msg = error_of([&] { weights.write(std::span<const std::byte>(p)); }, errc::range_in_use);
   CHECK_CONTAINS(msg, "(read)");
@@ -638,7 +639,7 @@ TEST_CASE("access: runs on disjoint sub-buffers of one allocation do not conflic
   auto h2 = xrtio::start(k, xrtio::in(a), xrtio::in(a), xrtio::out(big.sub(1024, 1024)), std::uint32_t{256});
   auto h3 = xrtio::start(k, xrtio::in(a), xrtio::in(a), xrtio::out(big.sub(1024, 2048).sub(512, 512)),
                          std::uint32_t{128});
-  CHECK(big.tracker().active_count() == 3);
+  CHECK(xtest::tracker(big).active_count() == 3);
   CHECK(h1.valid());
   CHECK(h2.valid());
   CHECK(h3.valid());
@@ -654,9 +655,9 @@ TEST_CASE("access: runs on overlapping sub-buffers conflict and nothing of the r
       errc::range_in_use);
   CHECK_CONTAINS(msg, "[512, 1536)");
   CHECK_CONTAINS(msg, "[0, 1024)");
-  CHECK(big.tracker().active_count() == 1);
-  CHECK(b.tracker().active_count() == 0);  // all or nothing
-  CHECK(static_cast<sim::device&>(ctx.native()).stats().started == 1);
+  CHECK(xtest::tracker(big).active_count() == 1);
+  CHECK(xtest::tracker(b).active_count() == 0);  // all or nothing
+  CHECK(sim::device_of(ctx).stats().started == 1);
 }
 
 TEST_CASE("access: after the run is waited host access to its ranges works again") {
@@ -672,8 +673,8 @@ TEST_CASE("access: after the run is waited host access to its ranges works again
   std::array<std::uint32_t, 16> cv{};
   error_of([&] { c.read(std::span<std::uint32_t>(cv)); }, errc::range_in_use);
   h.wait(10s);
-  CHECK(c.tracker().active_count() == 0);
-  CHECK(a.tracker().active_count() == 0);
+  CHECK(xtest::tracker(c).active_count() == 0);
+  CHECK(xtest::tracker(a).active_count() == 0);
   c.read(std::span<std::uint32_t>(cv));
   for (std::size_t i = 0; i < 16; ++i) CHECK(cv[i] == av[i] + bv[i]);
   CHECK_NOTHROW(a.write(std::span<const std::uint32_t>(bv)));
@@ -685,9 +686,9 @@ TEST_CASE("access: an aborted run releases its leases") {
   auto a = ctx.alloc(64);
   {
     auto h = xrtio::start(k, xrtio::in(a), xrtio::in(a), xrtio::out(ctx.alloc(64)), std::uint32_t{16});
-    CHECK(a.tracker().active_count() == 2);
+    CHECK(xtest::tracker(a).active_count() == 2);
   }
-  CHECK(a.tracker().active_count() == 0);
+  CHECK(xtest::tracker(a).active_count() == 0);
   std::array<std::byte, 4> x{};
   CHECK_NOTHROW(a.write(std::span<const std::byte>(x)));
 }

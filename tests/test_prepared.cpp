@@ -56,7 +56,7 @@ TEST_CASE("prepared run rejects a second execution while one is in flight with e
   auto out = f.ctx.alloc(8), in = f.ctx.alloc(64);
   auto p = xrtio::prepare(f.ctx.kernel("checksum"), xrtio::in(in), xrtio::out(out), std::uint32_t{64});
   asio::io_context io;
-  std::error_code second{xrtio::errc::io_error};
+  std::error_code second{xrtio::errc::run_error};
   auto first = xrtio::async_execute(p, asio::use_future);  // completes through the system executor
   CHECK(p.in_flight());
   xrtio::async_execute(p, asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) { second = ec; }));
@@ -139,7 +139,7 @@ TEST_CASE("chain runs in order and completes when the last does") {
       xrtio::prepare(k, xrtio::in(c), xrtio::in(a), xrtio::out(d), std::uint32_t{16}),
       xrtio::prepare(k, xrtio::in(d), xrtio::in(d), xrtio::out(c), std::uint32_t{16})};
   asio::io_context io;
-  std::error_code ec{xrtio::errc::io_error};
+  std::error_code ec{xrtio::errc::run_error};
   xrtio::chain_result res;
   xrtio::async_run_chain(chain, asio::bind_executor(io, [&](std::error_code e, xrtio::chain_result r) {
                            ec = e;
@@ -182,7 +182,7 @@ TEST_CASE("reactor sleeps on the device's completion event instead of polling") 
     auto ctx = xrtio::sim::open(cfg);
     ctx.bind(rt);
     asio::io_context io;
-    std::error_code ec{xrtio::errc::io_error};
+    std::error_code ec{xrtio::errc::run_error};
     auto s0 = rt.stats();
     xrtio::async_run(ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code e, xrtio::run_result) { ec = e; }));
     io.run();

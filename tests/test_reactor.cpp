@@ -1,5 +1,5 @@
 // The reactor and async_run: completion tokens, where and when handlers run
-// (invariant 1), statistics and the idle policy (DESIGN.md "The reactor").
+// (invariant 1), statistics and the idle policy (docs/DESIGN.md, "The reactor").
 #include <doctest/doctest.h>
 
 #include <asio.hpp>
@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <linux/io_uring.h>
 
+#include "introspection.hpp"
 #include "reactor_support.hpp"
 #include "xrtio/xrtio.hpp"
 
@@ -137,7 +138,7 @@ TEST_CASE("reactor: deferred initiates only when invoked, then completes") {
                              std::uint32_t{16}, asio::experimental::deferred);
   std::this_thread::sleep_for(5ms);
   CHECK(dev(f.ctx).stats().started == 0);
-  CHECK(v.c.tracker().active_count() == 0);  // no lease taken yet
+  CHECK(xtest::tracker(v.c).active_count() == 0);  // no lease taken yet
   int calls = 0;
   xrtio::run_result res;
   std::error_code got{xrtio::errc::busy};

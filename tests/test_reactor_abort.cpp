@@ -1,5 +1,5 @@
 // Deadlines, cancellation, refused and slow aborts, retention and the canary
-// (DESIGN.md invariants 3, 4, 5).
+// (docs/DESIGN.md, invariants 3, 4, 5).
 #include <doctest/doctest.h>
 
 #include <asio.hpp>
@@ -7,6 +7,7 @@
 #include <asio/experimental/awaitable_operators.hpp>
 #include <atomic>
 
+#include "introspection.hpp"
 #include "reactor_support.hpp"
 #include "xrtio/xrtio.hpp"
 
@@ -45,8 +46,8 @@ auto run_vadd(fixture& f, const rtest::vadd_set& v, xrtio::run_options o, Token&
 }
 
 bool leases_free(const rtest::vadd_set& v) {
-  return v.a.tracker().active_count() == 0 && v.b.tracker().active_count() == 0 &&
-         v.c.tracker().active_count() == 0;
+  return xtest::tracker(v.a).active_count() == 0 && xtest::tracker(v.b).active_count() == 0 &&
+         xtest::tracker(v.c).active_count() == 0;
 }
 }  // namespace
 
@@ -108,7 +109,7 @@ TEST_CASE("reactor: a deadline passing while waiting for leases withdraws the ru
   CHECK(!first.ec);
   CHECK(dev(f.ctx).stats().started == 1);
   CHECK(f.rt.stats().timed_out == 1);
-  CHECK(v.c.tracker().waiting_count() == 0);
+  CHECK(xtest::tracker(v.c).waiting_count() == 0);
   CHECK(leases_free(v));
 }
 
@@ -202,7 +203,7 @@ TEST_CASE("reactor: cancelling a run waiting for leases withdraws it cleanly, fo
                                             second.result = r;
                                             order.push_back(2);
                                           })));
-    CHECK(v.c.tracker().waiting_count() == 1);
+    CHECK(xtest::tracker(v.c).waiting_count() == 1);
     asio::steady_timer t(io, 5ms);
     t.async_wait([&](std::error_code) { sig.emit(type); });
     io.run();
@@ -213,7 +214,7 @@ TEST_CASE("reactor: cancelling a run waiting for leases withdraws it cleanly, fo
     CHECK(dev(f.ctx).stats().started == 1);  // never reached the device
     CHECK(dev(f.ctx).stats().aborted == 0);
     CHECK(f.rt.stats().cancelled == 1);
-    CHECK(v.c.tracker().waiting_count() == 0);
+    CHECK(xtest::tracker(v.c).waiting_count() == 0);
     CHECK(leases_free(v));
   }
 }

@@ -1,12 +1,13 @@
 // Leases of asynchronous runs: conflicts, FIFO waiting, and leases that
 // outlive the awaiting coroutine, its io_context and the runtime
-// (DESIGN.md invariants 2, 5, 6).
+// (docs/DESIGN.md, invariants 2, 5, 6).
 #include <doctest/doctest.h>
 
 #include <asio.hpp>
 #include <atomic>
 #include <memory>
 
+#include "introspection.hpp"
 #include "reactor_support.hpp"
 #include "xrtio/xrtio.hpp"
 
@@ -82,15 +83,15 @@ TEST_CASE("reactor: conflict_policy::wait runs the second writer after the first
              order.push_back(2);
            }));
   CHECK(dev(f.ctx).stats().started == 1);  // the second waits
-  CHECK(v.c.tracker().waiting_count() == 1);
+  CHECK(xtest::tracker(v.c).waiting_count() == 1);
   io.run();
   CHECK(order == std::vector<int>{1, 2});
   CHECK(r2.state == xrtio::run_state::completed);
   CHECK(r2.submitted >= r1.device_completed);  // started only after the first let go
   CHECK(dev(f.ctx).stats().started == 2);
   CHECK(vadd_ok(v));
-  CHECK(v.c.tracker().active_count() == 0);
-  CHECK(v.c.tracker().waiting_count() == 0);
+  CHECK(xtest::tracker(v.c).active_count() == 0);
+  CHECK(xtest::tracker(v.c).waiting_count() == 0);
 }
 
 TEST_CASE("reactor: waiting leases are FIFO: a queued writer is not starved by later readers") {
@@ -129,8 +130,8 @@ TEST_CASE("reactor: waiting leases are FIFO: a queued writer is not starved by l
   sum2.read(std::span<std::uint64_t>(&h2, 1));
   CHECK(h1 == rtest::fnv1a(std::as_bytes(std::span<const std::uint32_t>(init))));
   CHECK(h2 == rtest::fnv1a(std::as_bytes(std::span<const std::uint32_t>(after))));
-  CHECK(x.tracker().active_count() == 0);
-  CHECK(x.tracker().waiting_count() == 0);
+  CHECK(xtest::tracker(x).active_count() == 0);
+  CHECK(xtest::tracker(x).waiting_count() == 0);
 }
 
 // ---- 8. leases live in the operation (invariant 2) ---------------------------------------
@@ -171,8 +172,8 @@ TEST_CASE("reactor: destroying an io_context with a run pending destroys the cor
   CHECK(!resumed);
   CHECK(dev(f.ctx).stats().completed == 1);
   CHECK(rtest::eventually([&] { return f.rt.stats().in_flight == 0; }));
-  CHECK(v.c.tracker().active_count() == 0);
-  CHECK(v.a.tracker().active_count() == 0);
+  CHECK(xtest::tracker(v.c).active_count() == 0);
+  CHECK(xtest::tracker(v.a).active_count() == 0);
 }
 
 TEST_CASE("reactor: destroying an io_context with a callback run pending destroys the handler without calling "
@@ -303,8 +304,8 @@ TEST_CASE("reactor: destroying an io_context while its runs complete: each handl
   CHECK(invoked.load() <= total);
   CHECK(std::count_if(calls.begin(), calls.end(), [](int c) { return c > 1; }) == 0);
   for (auto& v : sets) {
-    CHECK(v.a.tracker().active_count() == 0);
-    CHECK(v.c.tracker().active_count() == 0);
-    CHECK(v.c.tracker().waiting_count() == 0);
+    CHECK(xtest::tracker(v.a).active_count() == 0);
+    CHECK(xtest::tracker(v.c).active_count() == 0);
+    CHECK(xtest::tracker(v.c).waiting_count() == 0);
   }
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 
+#include "introspection.hpp"
 #include "reactor_support.hpp"
 #include "xrtio/xrtio.hpp"
 
@@ -151,12 +152,12 @@ TEST_CASE("reactor: every handler is called exactly once over many randomized ru
   CHECK(s.retained == 0);
   CHECK(s.submitted == std::uint64_t(total - in_use));  // conflicts are refused before submission
   for (auto& b : ins) {
-    CHECK(b.tracker().active_count() == 0);
-    CHECK(b.tracker().waiting_count() == 0);
+    CHECK(xtest::tracker(b).active_count() == 0);
+    CHECK(xtest::tracker(b).waiting_count() == 0);
   }
   for (auto& b : outs) {
-    CHECK(b.tracker().active_count() == 0);
-    CHECK(b.tracker().waiting_count() == 0);
+    CHECK(xtest::tracker(b).active_count() == 0);
+    CHECK(xtest::tracker(b).waiting_count() == 0);
   }
   auto d = dev(ctx).stats();
   CHECK(d.completed + d.failed + d.aborted == d.started);  // nothing left on the device

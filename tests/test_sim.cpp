@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include "introspection.hpp"
 #include "foundation_support.hpp"
 
 // The simulated device: real kernel results, the latency model, fault
@@ -389,7 +390,7 @@ TEST_CASE("sim: fault::device_lost ends the run and every in-flight run with dev
   CHECK_CONTAINS(msg, "noop");
   error_of([&] { ctx.alloc(64); }, errc::device_lost);
   // The failed start left no lease behind.
-  CHECK(in.tracker().active_count() == 0);
+  CHECK(xtest::tracker(in).active_count() == 0);
 }
 
 TEST_CASE("sim: device::lose() ends in-flight runs with device_lost") {
@@ -531,7 +532,7 @@ TEST_CASE("run arguments: a wrong argument count fails with argument_count") {
   CHECK_CONTAINS(msg, "takes 4");
   CHECK_CONTAINS(msg, "3 given");
   error_of([&] { xrtio::start(ctx.kernel("noop"), std::uint32_t{1}); }, errc::argument_count);
-  CHECK(a.tracker().active_count() == 0);
+  CHECK(xtest::tracker(a).active_count() == 0);
   CHECK(device_of(ctx).stats().started == 0);
 }
 
@@ -555,8 +556,8 @@ TEST_CASE("run arguments: a scalar for a buffer or a buffer for a scalar or a wr
            errc::argument_kind);  // a double for a float
   error_of([&] { xrtio::start(k, xrtio::buffer{}, xrtio::in(b), xrtio::out(c), std::uint32_t{16}); },
            errc::invalid_size);
-  CHECK(a.tracker().active_count() == 0);
-  CHECK(c.tracker().active_count() == 0);
+  CHECK(xtest::tracker(a).active_count() == 0);
+  CHECK(xtest::tracker(c).active_count() == 0);
   CHECK(device_of(ctx).stats().started == 0);
 }
 
@@ -574,4 +575,28 @@ TEST_CASE("run arguments: a buffer of another context fails with foreign_context
                         xrtio::run_options{.cross_context = true});
   CHECK(h.wait(10s).ok());
   for (auto x : download<std::uint32_t>(foreign, 16)) CHECK(x == 8u);
+}
+
+namespace {
+// A device of another backend, for device_of's refusal.
+struct not_sim_device final : xrtio::backend::native_device {
+  std::string name() const override { return "not-sim"; }
+  std::unique_ptr<xrtio::backend::native_buffer> alloc(std::size_t, xrtio::backend::buffer_kind, int) override {
+    return nullptr;
+  }
+  std::unique_ptr<xrtio::backend::native_buffer> import_user_memory(void*, std::size_t) override { return nullptr; }
+  std::unique_ptr<xrtio::backend::native_buffer> import_dmabuf(int, std::size_t) override { return nullptr; }
+  std::shared_ptr<xrtio::backend::native_kernel> kernel(const std::string&) override { return nullptr; }
+  std::vector<std::string> kernel_names() const override { return {}; }
+};
+}  // namespace
+
+TEST_CASE("sim: device_of reaches a sim context's device and refuses others with not_supported") {
+  auto ctx = sim::open();
+  CHECK(&sim::device_of(ctx) == &ctx.native());
+  auto msg = error_of([] { (void)sim::device_of(xrtio::context()); }, errc::not_supported);
+  CHECK_CONTAINS(msg, "empty context");
+  xrtio::context other(std::make_shared<not_sim_device>());
+  msg = error_of([&] { (void)sim::device_of(other); }, errc::not_supported);
+  CHECK_CONTAINS(msg, "not-sim");
 }

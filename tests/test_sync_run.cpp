@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include "introspection.hpp"
 #include "foundation_support.hpp"
 
 // Synchronous runs (xrtio::start / run_handle): leases outlive the device
@@ -101,18 +102,18 @@ TEST_CASE("sync run: start returns a handle holding every lease and buffer until
   auto a = ctx.alloc(64), b = ctx.alloc(64), c = ctx.alloc(64);
   auto h = xrtio::start(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{16});
   CHECK(h.valid());
-  CHECK(a.tracker().active_count() == 1);
-  CHECK(b.tracker().active_count() == 1);
-  CHECK(c.tracker().active_count() == 1);
-  CHECK(a.state().use_count() > 1);
-  CHECK(c.state().use_count() > 1);
+  CHECK(xtest::tracker(a).active_count() == 1);
+  CHECK(xtest::tracker(b).active_count() == 1);
+  CHECK(xtest::tracker(c).active_count() == 1);
+  CHECK(xtest::state(a).use_count() > 1);
+  CHECK(xtest::state(c).use_count() > 1);
   CHECK(h.wait(10s).ok());
-  CHECK(a.tracker().active_count() == 0);
-  CHECK(c.tracker().active_count() == 0);
+  CHECK(xtest::tracker(a).active_count() == 0);
+  CHECK(xtest::tracker(c).active_count() == 0);
   h = {};
   CHECK_FALSE(h.valid());
-  CHECK(a.state().use_count() == 1);
-  CHECK(c.state().use_count() == 1);
+  CHECK(xtest::state(a).use_count() == 1);
+  CHECK(xtest::state(c).use_count() == 1);
 }
 
 TEST_CASE("sync run: dropping every user handle while the run is in flight is safe and the run completes") {
@@ -124,7 +125,7 @@ TEST_CASE("sync run: dropping every user handle while the run is in flight is sa
     sim::device_config cfg;
     cfg.latency.fixed = 5ms;
     auto ctx = sim::open(cfg);
-    ctx_alive = ctx.state();
+    ctx_alive = xtest::state(ctx);
     auto k = ctx.kernel("vadd");
     auto a = ctx.alloc(n * 4), b = ctx.alloc(n * 4), c = ctx.alloc(n * 4);
     auto av = iota_u32(n, 0), bv = iota_u32(n, 1000000);
@@ -148,7 +149,7 @@ TEST_CASE("sync run: a handle dropped before the run finishes keeps nothing aliv
   std::weak_ptr<xrtio::detail::context_state> ctx_alive;
   {
     auto ctx = sim::open(with_fault({.kernel = "vadd", .what = sim::fault::hang}));
-    ctx_alive = ctx.state();
+    ctx_alive = xtest::state(ctx);
     auto a = ctx.alloc(64), c = ctx.alloc(64);
     auto h = xrtio::start(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(a), xrtio::out(c), std::uint32_t{16});
     ctx = {};
@@ -169,7 +170,7 @@ TEST_CASE("sync run: destroying a handle that was never waited aborts the run an
   auto s = device_of(ctx).stats();
   CHECK(s.aborted == 1);
   CHECK(s.completed == 0);
-  CHECK(c.tracker().active_count() == 0);
+  CHECK(xtest::tracker(c).active_count() == 0);
   CHECK_NOTHROW(c.write(std::span<const std::uint32_t>(iota_u32(16, 0))));
 }
 
@@ -185,7 +186,7 @@ TEST_CASE("sync run: destroying a queued never-waited handle aborts it before it
   }
   CHECK(clk::now() - t0 < 5s);
   CHECK(device_of(ctx).stats().aborted == 1);
-  CHECK(c.tracker().active_count() == 0);
+  CHECK(xtest::tracker(c).active_count() == 0);
 }
 
 TEST_CASE("sync run: destroying a handle whose run already completed does not abort") {
@@ -198,7 +199,7 @@ TEST_CASE("sync run: destroying a handle whose run already completed does not ab
   auto s = device_of(ctx).stats();
   CHECK(s.aborted == 0);
   CHECK(s.completed == 1);
-  CHECK(c.tracker().active_count() == 0);
+  CHECK(xtest::tracker(c).active_count() == 0);
 }
 
 TEST_CASE("sync run: move-assigning over an in-flight handle aborts the run it held") {
@@ -212,8 +213,8 @@ TEST_CASE("sync run: move-assigning over an in-flight handle aborts the run it h
   CHECK(device_of(ctx).stats().aborted == 0);
   moved = xrtio::start(k, xrtio::in(a), xrtio::in(a), xrtio::out(c2), std::uint32_t{16});
   CHECK(device_of(ctx).stats().aborted == 1);
-  CHECK(c1.tracker().active_count() == 0);
-  CHECK(c2.tracker().active_count() == 1);
+  CHECK(xtest::tracker(c1).active_count() == 0);
+  CHECK(xtest::tracker(c2).active_count() == 1);
 }
 
 TEST_CASE("sync run: a second wait reports the same outcome and the non-throwing form sets the code") {
@@ -247,11 +248,11 @@ TEST_CASE("sync run: a failed start leaves no lease and no device command and no
   // `other` is free but `c` is written by `h`: all or nothing.
   error_of([&] { xrtio::start(k, xrtio::in(a), xrtio::in(other), xrtio::out(c), std::uint32_t{16}); },
            errc::range_in_use);
-  CHECK(other.tracker().active_count() == 0);
+  CHECK(xtest::tracker(other).active_count() == 0);
   CHECK(device_of(ctx).stats().started == 1);
   h = {};  // aborts the hung run
-  CHECK(c.tracker().active_count() == 0);
-  CHECK(a.tracker().active_count() == 0);
+  CHECK(xtest::tracker(c).active_count() == 0);
+  CHECK(xtest::tracker(a).active_count() == 0);
   CHECK(xrtio::retained_runs() == before);
 }
 
@@ -299,7 +300,7 @@ TEST_CASE("sync run: a refused abort retains the run whose ranges fail with rang
   REQUIRE(reaped_down_to(before));
   CHECK(budget.used() == 8192);
   CHECK_NOTHROW(big.write(std::span<const std::byte>(x), 3000));
-  CHECK(big.tracker().active_count() == 0);
+  CHECK(xtest::tracker(big).active_count() == 0);
 }
 
 TEST_CASE("sync run: a never-waited handle whose abort is refused is retained on destruction") {

@@ -1,4 +1,4 @@
-// The XRT backend against XRT's own no-op device (XRT-NOTES.md). Every case
+// The XRT backend against XRT's own no-op device (docs/DESIGN.md, "Testing without hardware"). Every case
 // sets the device up itself (use_noop_device, idempotent) and synthesizes its
 // xclbins with xrtio-mkxclbin, so each runs alone under CTest.
 //
@@ -35,6 +35,7 @@
 #include <asio.hpp>
 #include <asio/experimental/as_tuple.hpp>
 
+#include "introspection.hpp"
 #include "xrtio/async_run.hpp"
 #include "xrtio/error.hpp"
 #include "xrtio/run.hpp"
@@ -222,7 +223,7 @@ TEST_CASE("xrt: buffers map host memory, write and read round-trip") {
   b.sync(xrtio::sync_direction::to_device);
   b.sync(xrtio::sync_direction::from_device, 4096, 4096);
   CHECK(b.map().size() == 64 * 1024);
-  CHECK(b.state()->native->address() != 0);
+  CHECK(xtest::state(b)->native->address() != 0);
 }
 
 TEST_CASE("xrt: sub-buffers are views of their parent's memory") {
@@ -232,7 +233,7 @@ TEST_CASE("xrt: sub-buffers are views of their parent's memory") {
   CHECK(view.is_view());
   CHECK(view.size() == 8192);
   CHECK(view.offset() == 16384);
-  CHECK(view.state()->native->address() == root.state()->native->address() + 16384);
+  CHECK(xtest::state(view)->native->address() == xtest::state(root)->native->address() + 16384);
   std::vector<std::byte> pattern(8192, std::byte{0x5a});
   view.write(std::span<const std::byte>(pattern));
   std::vector<std::byte> back(8192);
@@ -240,7 +241,7 @@ TEST_CASE("xrt: sub-buffers are views of their parent's memory") {
   CHECK(back == pattern);
   auto inner = view.sub(4096, 4096);  // a view of a view: absolute offset 20480
   CHECK(inner.offset() == 20480);
-  CHECK(inner.state()->native->address() == root.state()->native->address() + 20480);
+  CHECK(xtest::state(inner)->native->address() == xtest::state(root)->native->address() + 20480);
   CHECK(code_of([&] { (void)root.sub(8192, 60 * 1024); }) == errc::out_of_range);
   CHECK(code_of([&] { (void)root.sub(0, 0); }) == errc::invalid_size);
   // A view keeps the root alive.
@@ -516,11 +517,11 @@ TEST_CASE("xrt: wrong argument counts and kinds are refused before the device se
   // The backend checks too, for callers of the seam.
   auto run = k.native().make_run();
   std::uint32_t n = 4;
-  CHECK(code_of([&] { run->set_arg(3, *a.state()->native); }) == errc::argument_kind);
+  CHECK(code_of([&] { run->set_arg(3, *xtest::state(a)->native); }) == errc::argument_kind);
   CHECK(code_of([&] { run->set_arg(0, &n, 4); }) == errc::argument_kind);
   CHECK(code_of([&] { run->set_arg(3, &n, 2); }) == errc::argument_kind);
   CHECK(code_of([&] { run->set_arg(4, &n, 4); }) == errc::argument_count);
-  run->set_arg(0, *a.state()->native);
+  run->set_arg(0, *xtest::state(a)->native);
   CHECK(code_of([&] { run->start(); }) == errc::argument_count);  // b, c, n not set
 }
 
@@ -560,7 +561,7 @@ TEST_CASE("xrt: native runs: wait_for(0) returns, abort on the no-op device ends
   auto a = ctx.alloc(4096);
   std::uint32_t n = 4;
   auto bind = [&](xrtio::backend::native_run& r) {
-    for (unsigned i = 0; i < 3; ++i) r.set_arg(i, *a.state()->native);
+    for (unsigned i = 0; i < 3; ++i) r.set_arg(i, *xtest::state(a)->native);
     r.set_arg(3, &n, 4);
   };
   xrtio::backend::native_run* first = nullptr;
@@ -722,7 +723,7 @@ struct npu_fixture {
     }
     return v;
   }
-  static std::uint64_t address(const xrtio::buffer& b) { return b.state()->native->address(); }
+  static std::uint64_t address(const xrtio::buffer& b) { return xtest::state(b)->native->address(); }
   // The NPU layout in a start command: opcode 3, the instruction buffer, its
   // word count, then the data buffers in order.
   void check_layout(const std::vector<std::uint32_t>& regs, const xb::npu_instructions& instr,
@@ -822,7 +823,7 @@ TEST_CASE("xrt npu: runs sharing one instruction buffer do not conflict, start_n
   // A prepared run binds once: its native run's registers show the layout.
   auto x0 = f.data(0), x1 = f.data(1), x2 = f.data(2);
   auto p = xb::prepare_npu(f.k, instr, xrtio::in(x0), xrtio::in(x1), xrtio::out(x2));
-  auto regs = xb::command_registers(*p.state()->run);
+  auto regs = xb::command_registers(*xtest::state(p)->run);
   REQUIRE(!regs.empty());
   CHECK(instr.words == 16);
   f.check_layout(regs, instr, {&x0, &x1, &x2});

@@ -1,8 +1,11 @@
 # XRT suites (included from tests/CMakeLists.txt). They run against XRT's
 # no-op device, set up by the tests themselves (xrt_backend::use_noop_device),
 # and synthesize their xclbins with xrtio-mkxclbin.
-set(XRTIO_SAMPLE_XCLBIN "${PROJECT_SOURCE_DIR}/../shared/testdata/vadd-noop.xclbin"
-    CACHE FILEPATH "A known-good xclbin (kernel vadd) to cross-check xrtio-mkxclbin against; optional")
+# tests/data/vadd-noop.xclbin: a known-good xclbin made by other tools
+# (kernel vadd, buffers a, b, c on bank 0, scalar n, one compute unit vadd_1)
+# that xrtio-mkxclbin's output is cross-checked against.
+set(XRTIO_SAMPLE_XCLBIN "${CMAKE_CURRENT_SOURCE_DIR}/data/vadd-noop.xclbin"
+    CACHE FILEPATH "A known-good xclbin (kernel vadd) to cross-check xrtio-mkxclbin against")
 
 if(XRTIO_WITH_XRT STREQUAL "OFF")
   message(STATUS "xrtio: XRT tests skipped: XRTIO_WITH_XRT=OFF")

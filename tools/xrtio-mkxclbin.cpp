@@ -1,6 +1,6 @@
 // xrtio-mkxclbin: synthesizes an xclbin that XRT (2.13 and later) loads, from
 // a small text description. No bitstream: meant for XRT's no-op device and
-// for tests (XRT-NOTES.md, "Testing without hardware"). See docs/TOOLS.md.
+// for tests (docs/DESIGN.md, "Testing without hardware"). See docs/TOOLS.md.
 //
 // Usage:
 //   xrtio-mkxclbin [--uuid UUID] DESCRIPTION -o OUT.xclbin   (DESCRIPTION "-" = stdin)
@@ -28,7 +28,7 @@
 //
 // Arguments are numbered in order. Register offsets follow Vitis' layout:
 // the first at 0x10, each next one after round_up(size, 4) + 4 bytes (a
-// pointer takes 8). Sections written (XRT-NOTES.md): MEM_TOPOLOGY,
+// pointer takes 8). Sections written (docs/DESIGN.md, "Testing without hardware"): MEM_TOPOLOGY,
 // IP_LAYOUT (IP_KERNEL, AP_CTRL_HS), CONNECTIVITY (one entry per buffer
 // argument, compute unit and bank) and EMBEDDED_METADATA (the XML XRT reads
 // kernel arguments from); header magic "xclbin2", no signature, XCLBIN_FLAT,

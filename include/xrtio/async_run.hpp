@@ -8,25 +8,14 @@
 #include <tuple>
 #include <utility>
 
+#include "xrtio/detail/launch_run.hpp"
 #include "xrtio/detail/run_op.hpp"
+#include "xrtio/detail/split_token.hpp"
 #include "xrtio/run.hpp"
 #include "xrtio/runtime.hpp"
 
 namespace xrtio {
 namespace detail {
-
-/// The execution context of a handler's executor. Executors that cannot be
-/// queried for it (use_future's promise_executor) hand their work to the
-/// system executor, so such runs register with the system context.
-template <class Ex>
-asio::execution_context& execution_context_of(const Ex& ex) noexcept {
-  if constexpr (asio::can_query<const Ex&, asio::execution::context_t>::value)
-    return asio::query(ex, asio::execution::context);
-  else if constexpr (requires { ex.context(); })
-    return ex.context();
-  else
-    return asio::query(asio::system_executor(), asio::execution::context);
-}
 
 struct initiate_run {
   template <class Handler, class... Args>
@@ -40,37 +29,15 @@ struct initiate_run {
     std::size_t i = 0;
     (to_slot(op->slots()[i++], std::forward<Args>(args)), ...);
     op->options = o;
-    // Register with the handler's execution context, so that its destruction
-    // with this run pending destroys the handler but not the leases (invariant 2).
-    auto& ctx = execution_context_of(op->executor());
-    op->registry = asio::use_service<completion_service>(ctx).registry();
-    op->registry->add(op);
+    std::error_code early;
     try {
       op->core.validate(ns, o);
     } catch (const xrtio::error& e) {
-      reactor_reject(*op->rx, op, e.code());
-      return;
+      early = e.code();
     }
-    auto slot = asio::get_associated_cancellation_slot(op->handler());
-    if (slot.is_connected()) slot.template emplace<cancel_handler>(cancel_handler{op});
-    reactor_submit(*op->rx, op);
+    launch_run(op, early);
   }
 };
-
-template <class Tuple, std::size_t... I>
-auto async_run_unpack(const xrtio::kernel& k, const run_options& o, Tuple&& t, std::index_sequence<I...>) {
-  constexpr std::size_t n = std::tuple_size_v<std::remove_reference_t<Tuple>>;
-  using token_t = std::tuple_element_t<n - 1, std::remove_reference_t<Tuple>>;
-  return asio::async_initiate<token_t, void(std::error_code, run_result)>(
-      initiate_run{}, std::get<n - 1>(t), k, o, std::get<I>(std::forward<Tuple>(t))...);
-}
-
-template <class... Ts>
-constexpr bool options_before_token() {
-  constexpr std::size_t n = sizeof...(Ts);
-  if constexpr (n < 2) return false;
-  else return std::is_same_v<std::remove_cvref_t<std::tuple_element_t<n - 2, std::tuple<Ts...>>>, run_options>;
-}
 
 }  // namespace detail
 
@@ -96,16 +63,12 @@ constexpr bool options_before_token() {
 /// shut_down (the runtime is gone).
 template <class... Ts>
 auto async_run(const kernel& k, Ts&&... ts) {
-  constexpr std::size_t n = sizeof...(Ts);
-  static_assert(n >= 1, "async_run needs a completion token");
-  if constexpr (detail::options_before_token<Ts...>()) {
-    auto t = std::forward_as_tuple(std::forward<Ts>(ts)...);
-    run_options o = std::get<n - 2>(t);
-    return detail::async_run_unpack(k, o, std::move(t), std::make_index_sequence<n - 2>{});
-  } else {
-    auto t = std::forward_as_tuple(std::forward<Ts>(ts)...);
-    return detail::async_run_unpack(k, run_options{}, std::move(t), std::make_index_sequence<n - 1>{});
-  }
+  return detail::split_options_and_token(
+      [&k](const run_options& o, auto&& token, auto&&... args) {
+        return asio::async_initiate<decltype(token), void(std::error_code, run_result)>(
+            detail::initiate_run{}, token, k, o, std::forward<decltype(args)>(args)...);
+      },
+      std::forward<Ts>(ts)...);
 }
 
 }  // namespace xrtio

@@ -1,4 +1,4 @@
-// Device buffers with shared ownership and checked access (DESIGN.md
+// Device buffers with shared ownership and checked access (docs/DESIGN.md,
 // invariants 2, 6, 7, 8).
 #pragma once
 
@@ -8,33 +8,14 @@
 #include <type_traits>
 
 #include "xrtio/backend/backend.hpp"
-#include "xrtio/detail/access_tracker.hpp"
+#include "xrtio/detail/access.hpp"
+#include "xrtio/detail/buffer_state.hpp"
 #include "xrtio/memory_budget.hpp"
 
 namespace xrtio {
 
 using backend::sync_direction;
 
-namespace detail {
-struct context_state;
-
-/// Everything a buffer handle shares. Member order is destruction order,
-/// reversed: the native buffer goes first, then the view's parent, then the
-/// budget charge (invariant 7: released only after native destruction), and
-/// the context (device) last.
-struct buffer_state {
-  std::shared_ptr<context_state> context;
-  memory_reservation charge;  // roots of owned allocations only
-  std::shared_ptr<buffer_state> parent;  // views only
-  std::shared_ptr<access_tracker> tracker;  // the root allocation's
-  std::unique_ptr<backend::native_buffer> native;
-  std::size_t offset = 0;  // absolute, within the root allocation
-  std::size_t size = 0;
-  bool imported = false;
-
-  ~buffer_state();
-};
-}  // namespace detail
 
 /// A handle to device memory: cheap to copy, shared ownership. The native
 /// allocation, its context, a view's parent and the budget charge live until
@@ -87,13 +68,11 @@ class buffer {
   /// while a run uses the range.
   std::span<std::byte> map() const;
 
-  const std::shared_ptr<detail::buffer_state>& state() const noexcept { return state_; }
-  detail::access_tracker& tracker() const noexcept { return *state_->tracker; }
-
   friend bool operator==(const buffer& a, const buffer& b) noexcept { return a.state_ == b.state_; }
 
  private:
   friend class context;
+  friend struct detail::access;
   explicit buffer(std::shared_ptr<detail::buffer_state> s) noexcept : state_(std::move(s)) {}
   std::shared_ptr<detail::buffer_state> state_;
 };

@@ -12,6 +12,8 @@
 
 #include "xrtio/backend/backend.hpp"
 #include "xrtio/buffer.hpp"
+#include "xrtio/detail/access.hpp"
+#include "xrtio/detail/context_state.hpp"
 #include "xrtio/memory_budget.hpp"
 
 namespace xrtio {
@@ -19,16 +21,6 @@ namespace xrtio {
 class kernel;
 class runtime;
 
-namespace detail {
-class reactor;
-struct context_state {
-  std::shared_ptr<detail::reactor> bound_reactor;  // set by context::bind; else the default runtime
-  std::shared_ptr<backend::native_device> device;
-  std::optional<memory_budget> budget;
-  std::mutex kernels_mutex;
-  std::unordered_map<std::string, std::shared_ptr<backend::native_kernel>> kernels;
-};
-}  // namespace detail
 
 struct buffer_options {
   backend::buffer_kind kind = backend::buffer_kind::normal;
@@ -72,12 +64,12 @@ class context {
   /// started concurrently; bind once, before use.
   void bind(runtime& rt);
   backend::native_device& native() const noexcept { return *state_->device; }
-  const std::shared_ptr<detail::context_state>& state() const noexcept { return state_; }
   explicit operator bool() const noexcept { return state_ != nullptr; }
   friend bool operator==(const context& a, const context& b) noexcept { return a.state_ == b.state_; }
 
  private:
   friend class xrtio::kernel;
+  friend struct detail::access;
   buffer wrap(std::unique_ptr<backend::native_buffer> native, std::size_t size, memory_reservation charge,
               bool imported);
   std::shared_ptr<detail::context_state> state_;
@@ -94,10 +86,10 @@ class kernel {
   int group_id(unsigned index) const;
   xrtio::context context() const;
   backend::native_kernel& native() const noexcept { return *native_; }
-  const std::shared_ptr<detail::context_state>& context_state() const noexcept { return context_; }
 
  private:
   friend class xrtio::context;
+  friend struct detail::access;
   kernel(std::shared_ptr<detail::context_state> c, std::shared_ptr<backend::native_kernel> k)
       : context_(std::move(c)), native_(std::move(k)) {}
   std::shared_ptr<detail::context_state> context_;

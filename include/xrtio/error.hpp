@@ -34,8 +34,7 @@ enum class errc {
   busy,                    ///< a prepared run executed while its previous execution is in flight
   shut_down,               ///< the runtime is shutting down or gone
   not_supported,           ///< the backend or platform cannot do this
-  io_error,                ///< file I/O failed (value carried in the message)
-  misaligned,              ///< an O_DIRECT transfer not aligned to the device's block size
+  misaligned,              ///< memory not aligned as the device requires (imported user memory)
 };
 
 const std::error_category& error_category() noexcept;

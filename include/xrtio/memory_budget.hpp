@@ -1,4 +1,4 @@
-// A ceiling on the bytes a context may allocate (DESIGN.md invariant 7).
+// A ceiling on the bytes a context may allocate (docs/DESIGN.md, invariant 7).
 #pragma once
 
 #include <atomic>

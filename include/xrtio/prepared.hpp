@@ -40,9 +40,8 @@ class prepared_run {
   const xrtio::kernel& kernel() const noexcept;
   const run_options& options() const noexcept;
   explicit operator bool() const noexcept { return state_ != nullptr; }
-  const std::shared_ptr<detail::prepared_state>& state() const noexcept { return state_; }
-
  private:
+  friend struct detail::access;
   template <class... Args>
   friend prepared_run prepare(const xrtio::kernel& k, Args&&... args);
   explicit prepared_run(std::shared_ptr<detail::prepared_state> s) noexcept : state_(std::move(s)) {}
@@ -68,19 +67,12 @@ struct initiate_execute {
     op_t* op = op_t::create(std::move(h), p->kernel);
     op->rx = std::move(rx);
     op->options = o;
-    auto& ctx = execution_context_of(op->executor());
-    op->registry = asio::use_service<completion_service>(ctx).registry();
-    op->registry->add(op);
     // One execution at a time: the native run cannot be started again
     // before its final state was observed.
-    if (p->in_flight.exchange(true, std::memory_order_acq_rel)) {
-      reactor_reject(*op->rx, op, errc::busy);
-      return;
-    }
-    op->core.use_prepared(std::move(p));
-    auto slot = asio::get_associated_cancellation_slot(op->handler());
-    if (slot.is_connected()) slot.template emplace<cancel_handler>(cancel_handler{op});
-    reactor_submit(*op->rx, op);
+    std::error_code early;
+    if (p->in_flight.exchange(true, std::memory_order_acq_rel)) early = errc::busy;
+    else op->core.use_prepared(std::move(p));
+    launch_run(op, early);
   }
 };
 }  // namespace detail
@@ -92,7 +84,7 @@ struct initiate_execute {
 template <class Token>
 auto async_execute(const prepared_run& p, const run_options& o, Token&& token) {
   return asio::async_initiate<Token, void(std::error_code, run_result)>(detail::initiate_execute{}, token,
-                                                                        p.state(), o);
+                                                                        detail::access::state(p), o);
 }
 template <class Token>
 auto async_execute(const prepared_run& p, Token&& token) {

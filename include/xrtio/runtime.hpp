@@ -1,4 +1,4 @@
-// The completion reactor (DESIGN.md, "The reactor"): one thread per runtime
+// The completion reactor (docs/DESIGN.md, "The reactor"): one thread per runtime
 // that polls in-flight runs, enforces deadlines, runs aborts off its loop and
 // hands completions to executors in batches.
 #pragma once
@@ -11,6 +11,7 @@ namespace xrtio {
 
 namespace detail {
 class reactor;
+struct access;
 }
 
 struct runtime_options {
@@ -94,9 +95,8 @@ class runtime {
 
   runtime_stats stats() const noexcept;
   const runtime_options& options() const noexcept;
-  const std::shared_ptr<detail::reactor>& reactor() const noexcept { return reactor_; }
-
  private:
+  friend struct detail::access;
   std::shared_ptr<detail::reactor> reactor_;
 };
 

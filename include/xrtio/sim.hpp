@@ -114,14 +114,15 @@ struct device_stats {
 class device;
 
 /// Opens a simulated device. Errors: errc::backend_failure (no eventfd),
-/// errc::invalid_size (0 compute units, a kernel with more than 64 arguments).
+/// errc::invalid_size (0 compute units, a scalar argument outside 1-8 bytes),
+/// errc::too_many_arguments (a kernel with more than max_arguments).
 std::shared_ptr<device> make_device(device_config config = {});
 
 /// A context on a new simulated device.
 xrtio::context open(device_config config = {}, std::optional<memory_budget> budget = std::nullopt);
 
-/// The simulated device, reachable from a context by
-/// `static_cast<sim::device&>(ctx.native())` for statistics and faults.
+/// The simulated device behind a context (sim::device_of): statistics,
+/// faults added at run time, device loss.
 class device : public backend::native_device {
  public:
   virtual device_stats stats() const = 0;
@@ -129,5 +130,9 @@ class device : public backend::native_device {
   /// Simulates losing the device now.
   virtual void lose() = 0;
 };
+
+/// The simulated device of `ctx`. Errors: errc::not_supported when `ctx` is
+/// empty or on another backend.
+device& device_of(const xrtio::context& ctx);
 
 }  // namespace xrtio::sim

@@ -8,7 +8,7 @@
 // xrt::kernel(hw_context, name)). This header does not include XRT's headers.
 //
 // Testing without hardware: use_noop_device() points XRT at its built-in
-// no-op driver (see XRT-NOTES.md). The no-op device completes every run
+// no-op driver (docs/DESIGN.md, "Testing without hardware"). The no-op device completes every run
 // after a fixed delay without executing the kernel; it cannot refuse an
 // abort, hang or time out, so those behaviours are tested on the simulator.
 //
@@ -256,14 +256,6 @@ struct initiate_npu_run {
   }
 };
 
-template <class Tuple, std::size_t... I>
-auto async_run_npu_unpack(const xrtio::kernel& k, const npu_instructions& instr, const run_options& o, Tuple&& t,
-                          std::index_sequence<I...>) {
-  constexpr std::size_t n = std::tuple_size_v<std::remove_reference_t<Tuple>>;
-  using token_t = std::tuple_element_t<n - 1, std::remove_reference_t<Tuple>>;
-  return asio::async_initiate<token_t, void(std::error_code, run_result)>(
-      initiate_npu_run{}, std::get<n - 1>(t), k, instr, o, std::get<I>(std::forward<Tuple>(t))...);
-}
 }  // namespace detail
 
 /// async_run for an NPU kernel: runs `k` with (npu_opcode, in(instr.buffer),
@@ -274,15 +266,12 @@ auto async_run_npu_unpack(const xrtio::kernel& k, const npu_instructions& instr,
 /// Error codes: those of check_npu_run, then those of xrtio::async_run.
 template <class... Ts>
 auto async_run_npu(const xrtio::kernel& k, const npu_instructions& instr, Ts&&... ts) {
-  constexpr std::size_t n = sizeof...(Ts);
-  static_assert(n >= 1, "async_run_npu needs a completion token");
-  auto t = std::forward_as_tuple(std::forward<Ts>(ts)...);
-  if constexpr (xrtio::detail::options_before_token<Ts...>()) {
-    run_options o = std::get<n - 2>(t);
-    return detail::async_run_npu_unpack(k, instr, o, std::move(t), std::make_index_sequence<n - 2>{});
-  } else {
-    return detail::async_run_npu_unpack(k, instr, run_options{}, std::move(t), std::make_index_sequence<n - 1>{});
-  }
+  return xrtio::detail::split_options_and_token(
+      [&](const run_options& o, auto&& token, auto&&... data) {
+        return asio::async_initiate<decltype(token), void(std::error_code, run_result)>(
+            detail::initiate_npu_run{}, token, k, instr, o, std::forward<decltype(data)>(data)...);
+      },
+      std::forward<Ts>(ts)...);
 }
 
 /// xrtio::start for an NPU kernel: (npu_opcode, in(instr.buffer),

@@ -1,5 +1,7 @@
 #include "xrtio/detail/access_tracker.hpp"
 
+#include "xrtio/error.hpp"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -180,6 +182,19 @@ std::size_t access_tracker::active_count() const {
 std::size_t access_tracker::waiting_count() const {
   std::lock_guard lock(mutex_);
   return waiting_.size();
+}
+
+std::error_code acquire_error(acquire_status st) noexcept {
+  switch (st) {
+    case acquire_status::acquired:
+      return {};
+    case acquire_status::retained:
+      return errc::range_retained;
+    case acquire_status::conflict:
+    case acquire_status::queued:
+      break;
+  }
+  return errc::range_in_use;
 }
 
 }  // namespace xrtio::detail

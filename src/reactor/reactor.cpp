@@ -115,7 +115,8 @@ void reactor::submit(run_op_base* op) noexcept {
     op->waiter = access_waiter{op, access_tracker::next_wait_seq(), this};
     w = &op->waiter;
   }
-  switch (op->core.acquire(nullptr, w)) {
+  auto st = op->core.acquire(nullptr, w);
+  switch (st) {
     case acquire_status::acquired:
       start_on_device(op);
       break;
@@ -123,9 +124,8 @@ void reactor::submit(run_op_base* op) noexcept {
       op->ph = run_op_base::phase::waiting;
       break;
     case acquire_status::retained:
-      return reject(op, errc::range_retained);
     case acquire_status::conflict:
-      return reject(op, errc::range_in_use);
+      return reject(op, acquire_error(st));
   }
   push(op);
 }
@@ -142,7 +142,7 @@ void reactor::to_device(run_op_base* op) noexcept {
   op->predicted = predictor_.predict(&op->core.kernel().native(), op->core.submitted(),
                                      counters_.in_flight.load(std::memory_order_relaxed));
   ++fresh_;
-  devices_.add(op->core.kernel().context_state()->device.get());
+  devices_.add(access::context_state(op->core.kernel())->device.get());
   device_.push_front(op);
 }
 

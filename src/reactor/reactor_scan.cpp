@@ -159,7 +159,7 @@ void reactor::begin_abort(run_op_base* op, run_op_base::abort_reason why, clock:
 // Bookkeeping for a run leaving device_.
 void reactor::leave_device(run_op_base* op) noexcept {
   if (op->reason != run_op_base::abort_reason::none) --aborting_;
-  devices_.remove(op->core.kernel().context_state()->device.get());
+  devices_.remove(access::context_state(op->core.kernel())->device.get());
   rc::drop(counters_.in_flight);
 }
 

@@ -6,9 +6,9 @@
 namespace xrtio::detail {
 
 std::shared_ptr<reactor> reactor_for(const xrtio::kernel& k, const run_options& o) {
-  if (o.runtime) return o.runtime->reactor();
-  if (auto& r = k.context_state()->bound_reactor) return r;
-  return default_runtime().reactor();
+  if (o.runtime) return access::reactor(*o.runtime);
+  if (auto& r = access::context_state(k)->bound_reactor) return r;
+  return access::reactor(default_runtime());
 }
 void reactor_submit(reactor& r, run_op_base* op) noexcept { r.submit(op); }
 void reactor_reject(reactor& r, run_op_base* op, std::error_code ec) noexcept { r.reject(op, ec); }
@@ -28,6 +28,6 @@ runtime& default_runtime() {
   return *rt;
 }
 
-void context::bind(runtime& rt) { state_->bound_reactor = rt.reactor(); }
+void context::bind(runtime& rt) { state_->bound_reactor = detail::access::reactor(rt); }
 
 }  // namespace xrtio

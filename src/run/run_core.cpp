@@ -11,19 +11,6 @@ namespace xrtio::detail {
 
 run_core::~run_core() = default;
 
-std::error_code acquire_error(acquire_status st) noexcept {
-  switch (st) {
-    case acquire_status::acquired:
-      return {};
-    case acquire_status::retained:
-      return errc::range_retained;
-    case acquire_status::conflict:
-    case acquire_status::queued:
-      break;
-  }
-  return errc::range_in_use;
-}
-
 void run_core::validate(std::size_t given, const run_options& options) {
   const auto& name = kernel_.name();
   if (given > max_arguments)
@@ -44,11 +31,11 @@ void run_core::validate(std::size_t given, const run_options& options) {
         throw error(errc::argument_kind, where() + " is a buffer; a " + std::to_string(s.scalar_size) +
                                              "-byte scalar was given");
       if (!s.buffer) throw error(errc::invalid_size, where() + ": empty buffer handle");
-      if (!options.cross_context && s.buffer.state()->context != kernel_.context_state())
+      if (!options.cross_context && access::state(s.buffer)->context != access::context_state(kernel_))
         throw error(errc::foreign_context, where() + ": buffer belongs to another context (run_options::cross_context "
                                                    "allows it on the same device)");
       auto& q = reqs_[r++];
-      q.tracker = s.buffer.state()->tracker.get();
+      q.tracker = access::state(s.buffer)->tracker.get();
       q.begin = s.buffer.offset();
       q.end = s.buffer.offset() + s.buffer.size();
       q.mode = s.mode;
@@ -81,7 +68,7 @@ backend::native_run* run_core::native() const noexcept { return prepared_ ? prep
 void run_core::bind(backend::native_run& r) {
   unsigned i = 0;
   for (auto& s : slots_) {
-    if (s.buffer) r.set_arg(i, *s.buffer.state()->native);
+    if (s.buffer) r.set_arg(i, *access::state(s.buffer)->native);
     else r.set_arg(i, s.scalar.data(), s.scalar_size);
     ++i;
   }

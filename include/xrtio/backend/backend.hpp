@@ -105,7 +105,7 @@ class native_device {
   virtual std::shared_ptr<native_kernel> kernel(const std::string& name) = 0;
   virtual std::vector<std::string> kernel_names() const = 0;
   /// A file descriptor that becomes readable when some run reaches a final
-  /// state, or -1. The reactor sleeps on it instead of polling (DESIGN.md).
+  /// state, or -1. The reactor sleeps on it instead of polling (docs/DESIGN.md, "The reactor").
   virtual int event_fd() const noexcept { return -1; }
   /// Drains the event fd after it became readable.
   virtual void consume_event() noexcept {}

@@ -1,4 +1,4 @@
-// Per-allocation access tracking (DESIGN.md invariant 6): any number of
+// Per-allocation access tracking (docs/DESIGN.md, invariant 6): any number of
 // readers or one writer per overlapping byte range, with an optional FIFO
 // wait queue so a writer is not starved by a stream of readers.
 #pragma once
@@ -8,6 +8,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace xrtio::detail {
@@ -42,6 +43,11 @@ struct access_waiter {
 };
 
 enum class acquire_status { acquired, conflict, retained, queued };
+
+/// The error code of an acquire that did not succeed: errc::range_retained
+/// when the blocking range belongs to a retained run, else range_in_use
+/// (empty for acquired).
+std::error_code acquire_error(acquire_status st) noexcept;
 
 class access_tracker {
  public:

@@ -101,9 +101,6 @@ class run_core {
   std::chrono::steady_clock::time_point submitted_{};
 };
 
-/// The error code of an acquire that did not succeed: range_retained when
-/// the blocking range belongs to a retained run, else range_in_use.
-std::error_code acquire_error(acquire_status st) noexcept;
 
 template <class... Args>
 constexpr std::size_t buffer_arg_count() {

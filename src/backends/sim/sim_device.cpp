@@ -559,4 +559,12 @@ xrtio::context open(device_config config, std::optional<memory_budget> budget) {
   return xrtio::context(make_device(std::move(config)), std::move(budget));
 }
 
+device& device_of(const xrtio::context& ctx) {
+  auto* d = ctx ? dynamic_cast<device*>(&ctx.native()) : nullptr;
+  if (!d) throw error(errc::not_supported, ctx ? "sim::device_of: the context's device (" + ctx.native().name() +
+                                                     ") is not a simulated device"
+                                               : std::string("sim::device_of: empty context"));
+  return *d;
+}
+
 }  // namespace xrtio::sim

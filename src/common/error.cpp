@@ -1,3 +1,5 @@
+// The xrtio::errc error category: messages for every code, and the map
+// from final run states to codes (docs/DESIGN.md, "Errors").
 #include "xrtio/error.hpp"
 
 #include "xrtio/run_state.hpp"
@@ -33,7 +35,6 @@ class category final : public std::error_category {
       case errc::busy: return "prepared run already in flight";
       case errc::shut_down: return "runtime shut down";
       case errc::not_supported: return "not supported";
-      case errc::io_error: return "I/O error";
       case errc::misaligned: return "misaligned transfer";
     }
     return "unknown xrtio error " + std::to_string(v);

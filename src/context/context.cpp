@@ -1,0 +1,69 @@
+// xrtio::context: a device with its program; allocates and imports buffers
+// (charged to its budget first: docs/DESIGN.md, invariant 7) and makes kernels.
+#include "xrtio/context.hpp"
+
+#include <string>
+
+#include "memory/native_call.hpp"
+#include "xrtio/error.hpp"
+
+namespace xrtio {
+
+context::context(std::shared_ptr<backend::native_device> device, std::optional<memory_budget> budget)
+    : state_(std::make_shared<detail::context_state>()) {
+  if (!device) throw error(errc::backend_failure, "context: null device");
+  state_->device = std::move(device);
+  state_->budget = std::move(budget);
+}
+
+std::optional<memory_budget> context::budget() const { return state_->budget; }
+
+buffer context::wrap(std::unique_ptr<backend::native_buffer> native, std::size_t size, memory_reservation charge,
+                     bool imported) {
+  auto s = std::make_shared<detail::buffer_state>();
+  s->context = state_;
+  s->charge = std::move(charge);
+  s->tracker = std::make_shared<detail::access_tracker>();
+  s->native = std::move(native);
+  s->size = size;
+  s->imported = imported;
+  return buffer(std::move(s));
+}
+
+buffer context::alloc(std::size_t size, buffer_options options) {
+  if (size == 0) throw error(errc::invalid_size, "context::alloc: size 0");
+  // Charge first, allocate second (invariant 7): a failed allocation drops
+  // the charge, a successful one hands it to the buffer, which releases it
+  // only after the native buffer is destroyed.
+  memory_reservation charge;
+  if (state_->budget) charge = state_->budget->reserve(size);
+  std::unique_ptr<backend::native_buffer> native;
+  detail::native_call("context::alloc", [&] { native = state_->device->alloc(size, options.kind, options.group_id); });
+  return wrap(std::move(native), size, std::move(charge), false);
+}
+
+buffer context::import_user_memory(void* ptr, std::size_t size) {
+  if (size == 0) throw error(errc::invalid_size, "context::import_user_memory: size 0");
+  if (!ptr) throw error(errc::invalid_size, "context::import_user_memory: null pointer");
+  std::unique_ptr<backend::native_buffer> native;
+  detail::native_call("context::import_user_memory", [&] { native = state_->device->import_user_memory(ptr, size); });
+  return wrap(std::move(native), size, {}, true);
+}
+
+buffer context::import_dmabuf(int fd, std::size_t size) {
+  if (size == 0) throw error(errc::invalid_size, "context::import_dmabuf: size 0");
+  if (fd < 0) throw error(errc::invalid_size, "context::import_dmabuf: bad fd " + std::to_string(fd));
+  std::unique_ptr<backend::native_buffer> native;
+  detail::native_call("context::import_dmabuf", [&] { native = state_->device->import_dmabuf(fd, size); });
+  return wrap(std::move(native), size, {}, true);
+}
+
+xrtio::kernel context::kernel(const std::string& name) {
+  std::lock_guard lock(state_->kernels_mutex);
+  auto it = state_->kernels.find(name);
+  if (it == state_->kernels.end())
+    it = state_->kernels.emplace(name, state_->device->kernel(name)).first;  // throws unknown_kernel
+  return xrtio::kernel(state_, it->second);
+}
+
+}  // namespace xrtio
