@@ -16,6 +16,7 @@
 
 #include "xrtio/async_run.hpp"
 #include "xrtio/runtime.hpp"
+#include "cpu_relax.hpp"
 
 namespace xrtio::detail {
 
@@ -905,7 +906,7 @@ void reactor::run() noexcept {
       continue;
     }
     if ((now - last_activity < opts_.spin_window || signalled_) && device_) {
-      __builtin_ia32_pause();  // signalled_: completions to scan for once scan_gap has passed
+      cpu_relax();  // signalled_: completions to scan for once scan_gap has passed
       continue;
     }
     // A run is predicted to finish within the wake-up lateness: poll for it
@@ -916,7 +917,7 @@ void reactor::run() noexcept {
     auto next_predicted = predicted_op ? predicted_op->predicted : clock::time_point::max();
     auto lead = std::chrono::nanoseconds(wake_lateness_ns_) + opts_.prediction_margin;
     if (next_predicted != clock::time_point::max() && next_predicted - lead <= now && !shutting_down_) {
-      __builtin_ia32_pause();
+      cpu_relax();
       continue;
     }
       // Devices that signal completions let the reactor sleep until they do
