@@ -15,7 +15,7 @@ find_path(XRT_INCLUDE_DIR
 find_library(XRT_COREUTIL_LIBRARY
   NAMES xrt_coreutil
   HINTS ${_xrt_hints}
-  PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
+  PATH_SUFFIXES lib lib64 lib/${CMAKE_LIBRARY_ARCHITECTURE})
 find_library(XRT_UUID_LIBRARY NAMES uuid)
 include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(XRT REQUIRED_VARS XRT_INCLUDE_DIR XRT_COREUTIL_LIBRARY XRT_UUID_LIBRARY)

@@ -1,17 +1,16 @@
-// The CPU's spin-wait hint, for the reactor's polling loops: it lets a
-// sibling hyper-thread run and saves power while spinning, on every
-// architecture XRT hosts run on (x86-64 servers, aarch64 edge boards).
+// The CPU's spin-wait hint, for the reactor's busy-poll loops.
 #pragma once
 
 namespace xrtio::detail {
 
+// Why: a spin hint lets the core save power and yield to its SMT sibling while we busy-poll.
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
-#elif defined(__aarch64__) || defined(__arm__)
-  asm volatile("yield" ::: "memory");
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");  // GCC 12 has neither __yield() nor __builtin_arm_yield()
 #else
-  asm volatile("" ::: "memory");  // no hint: at least do not let the loop be folded away
+  __asm__ __volatile__("" ::: "memory");  // no portable hint: a compiler barrier only
 #endif
 }
 
