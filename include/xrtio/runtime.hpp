@@ -63,6 +63,16 @@ struct runtime_options {
   /// Wait on an io_uring ring (else eventfd + ppoll). Falls back by itself
   /// when io_uring is unavailable.
   bool use_io_uring = true;
+  /// true: the runtime has its own reactor thread (the default mode).
+  /// false: in-loop mode: no thread; xrtio::run(io, rt) drives the runtime
+  /// from an io_context thread between its handlers (xrtio/inloop.hpp).
+  bool reactor_thread = true;
+  /// In-loop mode: while runs are in flight and no handler is ready, the
+  /// driver keeps polling them for this long after the last activity before
+  /// it sleeps (backing off up to max_poll_interval). The default covers
+  /// kernels of up to predict_max_run_time: their completions are then seen
+  /// within a poll, at the CPU cost of a shared-loop poller.
+  std::chrono::nanoseconds inloop_spin = std::chrono::microseconds(250);
 };
 
 struct runtime_stats {

@@ -5,6 +5,7 @@
 #include "xrtio/buffer.hpp"
 #include "xrtio/context.hpp"
 #include "xrtio/error.hpp"
+#include "xrtio/inloop.hpp"
 #include "xrtio/memory_budget.hpp"
 #include "xrtio/prepared.hpp"
 #include "xrtio/run.hpp"

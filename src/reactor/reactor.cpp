@@ -20,7 +20,7 @@ constexpr std::chrono::nanoseconds initial_backoff = std::chrono::microseconds(5
 
 reactor::reactor(runtime_options o) : opts_(o), waiter_(o.use_io_uring) {
   aborter_ = aborter::start([this] { wake(); });
-  thread_ = std::thread([this] { run(); });
+  if (!driven()) thread_ = std::thread([this] { run(); });
 }
 
 reactor::~reactor() { stop(); }
@@ -32,9 +32,13 @@ runtime_stats reactor::stats() const noexcept {
 }
 
 void reactor::wake() noexcept {
-  // At most one eventfd write per reactor pass, and only when it sleeps.
-  if (sleeping_.load(std::memory_order_seq_cst) && !wake_pending_.exchange(true, std::memory_order_acq_rel))
-    waiter_.notify();
+  // At most one eventfd write (or driver wake-up) per pass, and only when
+  // the loop sleeps. A driver is only called while it is blocked, which it
+  // announces through sleeping_ before and after (block_begin/block_end).
+  if (sleeping_.load(std::memory_order_seq_cst) && !wake_pending_.exchange(true, std::memory_order_acq_rel)) {
+    if (driven() && driver_attached_.load(std::memory_order_acquire)) driver_waker_(driver_ctx_);
+    else waiter_.notify();
+  }
 }
 
 void reactor::push(run_op_base* op) noexcept {
@@ -196,29 +200,74 @@ void reactor::refresh_oldest(clock::time_point now) noexcept {
   }
 }
 
+// One pass: new requests, a scan of the runs, completions posted, shutdown
+// progress.
+reactor::pass_result reactor::pass(clock::time_point now) noexcept {
+  pass_result r;
+  r.activity = take_requests(now);
+  r.found = scan(now);
+  r.activity |= r.found.finished;
+  refresh_oldest(now);
+  if (!done_.empty()) {
+    flush_completions();
+    r.activity = true;
+  }
+  if (shutting_down_) {
+    auto step = shutdown_progress(now);
+    r.exit = step == shutdown_step::exit;
+    r.again = step == shutdown_step::again;
+  }
+  return r;
+}
+
+// The reactor thread's loop (and, in in-loop mode, the destructor's: it
+// drives the shutdown itself).
 void reactor::run() noexcept {
   ::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(std::max<std::int64_t>(1, opts_.timer_slack.count())), 0, 0,
           0);
   pacing pace{clock::now(), initial_backoff};
   for (;;) {
     auto now = clock::now();
-    bool activity = take_requests(now);
-    auto found = scan(now);
-    activity |= found.finished;
-    refresh_oldest(now);
-    if (!done_.empty()) {
-      flush_completions();
-      activity = true;
-    }
-    if (shutting_down_) {
-      auto step = shutdown_progress(now);
-      if (step == shutdown_step::exit) break;
-      if (step == shutdown_step::again) continue;
-    }
-    if (activity) pace = {now, initial_backoff};
-    rest(now, found, pace);
+    auto r = pass(now);
+    if (r.exit) break;
+    if (r.again) continue;
+    if (r.activity) pace = {now, initial_backoff};
+    rest(now, r.found, pace);
   }
   drain_after_stop();
+}
+
+reactor::drive_result reactor::drive() noexcept {
+  auto r = pass(clock::now());
+  return {r.activity, !device_.empty() || !waiting_.empty(), r.found.next_deadline};
+}
+
+bool reactor::block_begin() noexcept {
+  sleeping_.store(true, std::memory_order_seq_cst);
+  if (!incoming_.empty() || cancel_pending_.load() || retry_pending_.load() || stopping_.load()) {
+    sleeping_.store(false, std::memory_order_relaxed);
+    return false;
+  }
+  reactor_counters::bump(counters_.sleeps);
+  return true;
+}
+
+void reactor::block_end() noexcept {
+  sleeping_.store(false, std::memory_order_relaxed);
+  if (wake_pending_.exchange(false, std::memory_order_acq_rel)) reactor_counters::bump(counters_.wakeups);
+}
+
+void reactor::attach_driver(void (*waker)(void*), void* ctx) {
+  if (!waker) {
+    driver_attached_.store(false, std::memory_order_release);
+    driver_claimed_.store(false, std::memory_order_release);
+    return;
+  }
+  if (driver_claimed_.exchange(true, std::memory_order_acq_rel))
+    throw error(errc::busy, "xrtio::run: another thread drives this runtime");
+  driver_waker_ = waker;
+  driver_ctx_ = ctx;
+  driver_attached_.store(true, std::memory_order_release);
 }
 
 // Between passes: spin while activity is recent or a completion is about to

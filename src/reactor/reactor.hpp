@@ -38,6 +38,25 @@ class reactor final : public access_listener {
   runtime_stats stats() const noexcept;
   const runtime_options& options() const noexcept { return opts_; }
 
+  // In-loop mode (runtime_options::reactor_thread false; inloop.cpp): the
+  // reactor has no thread and one driver thread at a time runs its passes
+  // between the handlers of an io_context.
+  bool driven() const noexcept { return !opts_.reactor_thread; }
+  struct drive_result {
+    bool activity = false;  // new runs, finished runs or completions posted
+    bool busy = false;      // runs waiting for leases or on the device
+    clock::time_point next_deadline = clock::time_point::max();
+  };
+  /// One pass, without resting (the driver rests by running handlers).
+  drive_result drive() noexcept;
+  /// The driver is about to block: returns false (and stays awake) when a
+  /// request arrived meanwhile. While blocked, wake() calls `waker`.
+  bool block_begin() noexcept;
+  void block_end() noexcept;
+  /// Installs (or, with null, removes) the driver's waker. Fails with
+  /// errc::busy when another driver is attached.
+  void attach_driver(void (*waker)(void*), void* ctx);
+
  private:
   using op_list = intrusive_queue<run_op_base, &run_op_base::next>;
 
@@ -54,6 +73,13 @@ class reactor final : public access_listener {
   };
 
   // reactor.cpp: intake and the loop.
+  struct pass_result {
+    bool exit = false;   // shutdown finished: the loop ends
+    bool again = false;  // pass again at once (shutdown retained runs)
+    bool activity = false;
+    scan_result found;
+  };
+  pass_result pass(clock::time_point now) noexcept;
   void push(run_op_base* op) noexcept;
   void complete_orphans() noexcept;
   void wake() noexcept;
@@ -121,6 +147,12 @@ class reactor final : public access_listener {
   clock::time_point last_refresh_{};
   std::shared_ptr<aborter> aborter_;
   std::thread thread_;
+  // In-loop mode: the driver's waker (called instead of the wait
+  // primitive's notify while the driver blocks) and whether one is attached.
+  std::atomic<bool> driver_claimed_{false};   // a driver is in xrtio::run
+  std::atomic<bool> driver_attached_{false};  // ... and its waker is set
+  void (*driver_waker_)(void*) = nullptr;
+  void* driver_ctx_ = nullptr;
 };
 
 }  // namespace xrtio::detail

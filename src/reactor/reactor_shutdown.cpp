@@ -17,6 +17,7 @@ void reactor::stop() noexcept {
   sleeping_.store(true);  // force a notify
   wake();
   if (thread_.joinable()) thread_.join();
+  else if (driven()) run();  // in-loop mode: no thread; this one drives the shutdown
   // A hung abort is left behind: its run is retained, so everything it
   // touches stays alive.
   aborter_->stop();

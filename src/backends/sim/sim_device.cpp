@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "xrtio/sim.hpp"
+#include "backends/run_pool.hpp"
 
 namespace xrtio::sim {
 namespace {
@@ -112,37 +113,19 @@ class sim_run final : public backend::native_run, public kernel_call {
 class sim_kernel final : public backend::native_kernel {
  public:
   sim_kernel(kernel_def def, sim_device_impl* d) : def_(std::move(def)), device_(d) {}
-  ~sim_kernel() override {
-    for (auto* r : pool_) delete r;
-  }
   const std::string& name() const noexcept override { return def_.name; }
   const std::vector<backend::arg_desc>& args() const noexcept override { return def_.args; }
   backend::native_run_ptr make_run() override {
-    {
-      std::lock_guard lock(pool_mutex_);
-      if (!pool_.empty()) {
-        auto* r = pool_.back();
-        pool_.pop_back();
-        return backend::native_run_ptr(r);
-      }
-    }
+    if (auto* r = pool_.take()) return backend::native_run_ptr(r);
     return backend::native_run_ptr(new sim_run(this, device_));
   }
-  void recycle(sim_run* r) noexcept {
-    std::lock_guard lock(pool_mutex_);
-    try {
-      pool_.push_back(r);
-    } catch (...) {
-      delete r;
-    }
-  }
+  void recycle(sim_run* r) noexcept { pool_.give(r); }
   const kernel_def& def() const noexcept { return def_; }
 
  private:
   kernel_def def_;
   sim_device_impl* device_;
-  std::mutex pool_mutex_;
-  std::vector<sim_run*> pool_;
+  detail::run_pool<sim_run> pool_;
 };
 
 std::uint64_t mix(std::uint64_t x) {  // splitmix64

@@ -1,0 +1,80 @@
+// xrtio::run(io, rt): the in-loop driver (see xrtio/inloop.hpp). The same
+// reactor passes as the reactor thread's, run between the io_context's
+// handlers; only resting differs (handlers, not the wait primitive).
+#include "xrtio/inloop.hpp"
+
+#include <asio/post.hpp>
+#include <algorithm>
+#include <asio/executor_work_guard.hpp>
+#include <optional>
+
+#include "cpu_relax.hpp"
+#include "reactor.hpp"
+
+namespace xrtio {
+
+namespace {
+using clock = std::chrono::steady_clock;
+using detail::reactor;
+
+// First sleep once the spin budget is spent; doubles up to max_poll_interval.
+constexpr std::chrono::nanoseconds first_sleep = std::chrono::microseconds(5);
+
+// Detaches the driver however run() ends.
+struct driver_guard {
+  reactor& rx;
+  ~driver_guard() { rx.attach_driver(nullptr, nullptr); }
+};
+
+// Sleeps in the io_context until a handler ran, a wake-up (a no-op handler
+// posted by reactor::wake) or `until`. Returns the handlers run.
+std::size_t block(asio::io_context& io, reactor& rx, clock::time_point until) {
+  if (!rx.block_begin()) return 0;
+  std::size_t n = until == clock::time_point::max() ? io.run_one() : io.run_one_until(until);
+  rx.block_end();
+  return n;
+}
+}  // namespace
+
+std::size_t run(asio::io_context& io, runtime& rt) {
+  auto& rx = *detail::access::reactor(rt);
+  if (!rx.driven())
+    throw error(errc::not_supported, "xrtio::run: this runtime has its own reactor thread "
+                                     "(make it with runtime_options::reactor_thread = false)");
+  rx.attach_driver([](void* p) { asio::post(*static_cast<asio::io_context*>(p), [] {}); }, &io);
+  driver_guard guard{rx};
+  const auto& opts = rx.options();
+  std::size_t handlers = 0;
+  // While rt has runs in flight the io_context must not run out of work
+  // (their handlers may live elsewhere): then only io.stop() stops it.
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> hold;
+  auto last_activity = clock::now();
+  auto backoff = first_sleep;
+  for (;;) {
+    auto d = rx.drive();  // completions it posts to io run in the poll below
+    if (d.busy && !hold) hold.emplace(io.get_executor());
+    if (!d.busy) hold.reset();
+    std::size_t ran = io.poll();
+    handlers += ran;
+    if (io.stopped()) break;  // io.stop(), or out of work with nothing in flight
+    auto now = clock::now();
+    if (d.activity || ran) {
+      last_activity = now;
+      backoff = first_sleep;
+      continue;
+    }
+    if (!d.busy) {
+      handlers += block(io, rx, clock::time_point::max());
+      continue;
+    }
+    if (now - last_activity < opts.inloop_spin) {
+      detail::cpu_relax();
+      continue;
+    }
+    handlers += block(io, rx, std::min(d.next_deadline, now + backoff));
+    backoff = std::min<std::chrono::nanoseconds>(backoff * 2, opts.max_poll_interval);
+  }
+  return handlers;
+}
+
+}  // namespace xrtio

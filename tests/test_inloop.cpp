@@ -1,0 +1,210 @@
+// In-loop mode (xrtio::run(io, rt), runtime_options::reactor_thread =
+// false): the io_context thread observes the runtime's runs itself. The same
+// promises as with a reactor thread (docs/DESIGN.md, invariants 1-5):
+// exactly once on the handler's executor, leases held until the device lets
+// go, deadlines and cancellation abort, refused aborts retain.
+#include <asio.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "introspection.hpp"
+#include "reactor_support.hpp"
+
+using namespace std::chrono_literals;
+using rtest::fixture;
+
+namespace {
+
+xrtio::runtime_options inloop_options() {
+  xrtio::runtime_options o;
+  o.reactor_thread = false;
+  return o;
+}
+
+xrtio::sim::device_config hang_vadd(std::chrono::nanoseconds duration = {}) {
+  xrtio::sim::device_config cfg;
+  cfg.faults.push_back({.kernel = "vadd", .what = xrtio::sim::fault::hang, .duration = duration});
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("inloop: a coroutine's runs complete on the driving thread with real results") {
+  fixture f({}, inloop_options());
+  asio::io_context io;
+  auto v = rtest::make_vadd(f.ctx);
+  int done = 0;
+  auto driver = std::this_thread::get_id();
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < 100; ++i) {
+          auto r = co_await xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a), xrtio::in(v.b), xrtio::out(v.c),
+                                             v.n, asio::use_awaitable);
+          CHECK(r.ok());
+          CHECK(std::this_thread::get_id() == driver);
+          ++done;
+        }
+      },
+      rtest::rethrow);
+  auto handlers = xrtio::run(io, f.rt);
+  CHECK(done == 100);
+  CHECK(handlers >= 100);
+  CHECK(rtest::vadd_ok(v));
+  CHECK(f.rt.stats().completed == 100);
+}
+
+TEST_CASE("inloop: 10 000 runs from several coroutines each complete exactly once") {
+  fixture f({}, inloop_options());
+  asio::io_context io;
+  constexpr int workers = 16, per = 625;
+  std::vector<int> counts(workers, 0);
+  for (int w = 0; w < workers; ++w)
+    asio::co_spawn(
+        io,
+        [&, w]() -> asio::awaitable<void> {
+          for (int i = 0; i < per; ++i) {
+            co_await xrtio::async_run(f.ctx.kernel("noop"), asio::use_awaitable);
+            ++counts[w];
+          }
+        },
+        rtest::rethrow);
+  xrtio::run(io, f.rt);
+  for (int c : counts) CHECK(c == per);
+  auto s = f.rt.stats();
+  CHECK(s.completed == workers * per);
+  CHECK(s.in_flight == 0);
+}
+
+TEST_CASE("inloop: a run submitted from another thread wakes the blocked driver") {
+  xrtio::sim::device_config cfg;
+  cfg.latency.fixed = 1ms;
+  fixture f(cfg, inloop_options());
+  asio::io_context io;
+  auto guard = asio::make_work_guard(io);  // the driver blocks with nothing in flight
+  std::atomic<int> calls{0};
+  std::thread driver([&] { xrtio::run(io, f.rt); });
+  std::this_thread::sleep_for(20ms);  // the driver is blocked in io.run_one()
+  for (int i = 0; i < 20; ++i)
+    xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                       CHECK(!ec);
+                       ++calls;
+                     }));
+  CHECK(rtest::eventually([&] { return calls.load() == 20; }));
+  guard.reset();
+  driver.join();
+  CHECK(calls.load() == 20);
+}
+
+TEST_CASE("inloop: a deadline aborts a hung run: timed_out, leases held until the abort is final") {
+  fixture f(hang_vadd(), inloop_options());
+  asio::io_context io;
+  auto v = rtest::make_vadd(f.ctx);
+  std::error_code got;
+  xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a), xrtio::in(v.b), xrtio::out(v.c), v.n,
+                   xrtio::run_options{.timeout = 20ms}, asio::bind_executor(io, [&](std::error_code ec, auto) {
+                     got = ec;
+                     CHECK(xtest::tracker(v.c).active_count() == 0);  // released before the handler
+                   }));
+  CHECK(xtest::tracker(v.c).active_count() == 1);
+  auto t0 = rtest::clock::now();
+  xrtio::run(io, f.rt);
+  CHECK(got == xrtio::errc::timed_out);
+  CHECK(rtest::clock::now() - t0 >= 19ms);
+  CHECK(f.rt.stats().timed_out == 1);
+}
+
+TEST_CASE("inloop: terminal cancellation aborts a run on the device, and a run waiting for leases is withdrawn") {
+  fixture f(hang_vadd(), inloop_options());
+  asio::io_context io;
+  auto v = rtest::make_vadd(f.ctx);
+  asio::cancellation_signal on_device, waiting;
+  std::error_code e1, e2;
+  xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a), xrtio::in(v.b), xrtio::out(v.c), v.n,
+                   asio::bind_cancellation_slot(on_device.slot(), asio::bind_executor(io, [&](std::error_code ec, auto) {
+                                                  e1 = ec;
+                                                })));
+  xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a), xrtio::in(v.b), xrtio::out(v.c), v.n,
+                   xrtio::run_options{.on_conflict = xrtio::conflict_policy::wait},
+                   asio::bind_cancellation_slot(waiting.slot(), asio::bind_executor(io, [&](std::error_code ec, auto) {
+                                                  e2 = ec;
+                                                })));
+  asio::steady_timer t(io, 10ms);
+  t.async_wait([&](std::error_code) {
+    waiting.emit(asio::cancellation_type::total);
+    on_device.emit(asio::cancellation_type::terminal);
+  });
+  xrtio::run(io, f.rt);
+  CHECK(e1 == asio::error::operation_aborted);
+  CHECK(e2 == asio::error::operation_aborted);
+  CHECK(f.rt.stats().cancelled == 2);
+  CHECK(xtest::tracker(v.c).active_count() == 0);
+}
+
+TEST_CASE("inloop: a refused abort retains the run with its leases (abort_failed)") {
+  xrtio::sim::device_config cfg;
+  cfg.faults.push_back({.kernel = "vadd", .what = xrtio::sim::fault::refuse_abort, .duration = 200ms});
+  fixture f(cfg, inloop_options());
+  asio::io_context io;
+  auto v = rtest::make_vadd(f.ctx);
+  auto before = xrtio::retained_runs();
+  std::error_code got;
+  xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a), xrtio::in(v.b), xrtio::out(v.c), v.n,
+                   xrtio::run_options{.timeout = 10ms},
+                   asio::bind_executor(io, [&](std::error_code ec, auto) { got = ec; }));
+  xrtio::run(io, f.rt);
+  CHECK(got == xrtio::errc::abort_failed);
+  CHECK(xrtio::retained_runs() == before + 1);
+  CHECK(rtest::host_write(v.c) == xrtio::errc::range_retained);
+  CHECK(rtest::eventually([&] { return xrtio::reap_retained() >= 1; }, 5000ms));
+}
+
+TEST_CASE("inloop: io.stop() ends xrtio::run, and the runtime destructor completes what is still in flight") {
+  asio::io_context io;
+  std::error_code got;
+  int calls = 0;
+  {
+    fixture f(hang_vadd(), inloop_options());
+    auto v = rtest::make_vadd(f.ctx);
+    xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a), xrtio::in(v.b), xrtio::out(v.c), v.n,
+                     asio::bind_executor(io, [&](std::error_code ec, auto) {
+                       got = ec;
+                       ++calls;
+                     }));
+    asio::post(io, [&] { io.stop(); });
+    xrtio::run(io, f.rt);
+    CHECK(calls == 0);  // still hung on the device
+  }  // ~runtime: aborts the hung run and completes it
+  io.restart();
+  io.run();
+  CHECK(calls == 1);
+  CHECK(got == xrtio::errc::shut_down);
+}
+
+TEST_CASE("inloop: xrtio::run refuses a runtime with its own reactor thread, and a second driver") {
+  asio::io_context io;
+  xrtio::runtime threaded;
+  CHECK_THROWS_AS(xrtio::run(io, threaded), xrtio::error);
+  try {
+    xrtio::run(io, threaded);
+  } catch (const xrtio::error& e) {
+    CHECK(e.code() == xrtio::errc::not_supported);
+  }
+  fixture f({}, inloop_options());
+  asio::io_context io2;
+  auto guard = asio::make_work_guard(io2);
+  std::thread driver([&] { xrtio::run(io2, f.rt); });
+  std::this_thread::sleep_for(20ms);
+  std::error_code second;
+  try {
+    xrtio::run(io, f.rt);
+  } catch (const xrtio::error& e) {
+    second = e.code();
+  }
+  CHECK(second == xrtio::errc::busy);
+  guard.reset();
+  io2.stop();
+  driver.join();
+}
