@@ -32,7 +32,7 @@ else()
   add_test(NAME xrt.current_api_syntax
     COMMAND ${CMAKE_COMMAND}
       -DCXX=${CMAKE_CXX_COMPILER}
-      -DSRC=${PROJECT_SOURCE_DIR}/src/backends/xrt/xrt_device.cpp
+      "-DSRC=${XRTIO_XRT_SOURCES}"
       -DSHIM=${CMAKE_CURRENT_SOURCE_DIR}/xrt_current_api
       "-DINCLUDES=${PROJECT_SOURCE_DIR}/include"
       "-DSYSTEM_INCLUDES=${_xrtio_syntax_sys}"
@@ -48,7 +48,7 @@ else()
   add_test(NAME xrt.current_api_syntax_refuses_xrt_2_13
     COMMAND ${CMAKE_COMMAND}
       -DCXX=${CMAKE_CXX_COMPILER}
-      -DSRC=${PROJECT_SOURCE_DIR}/src/backends/xrt/xrt_device.cpp
+      "-DSRC=${XRTIO_XRT_SOURCES}"
       -DSHIM=${CMAKE_CURRENT_SOURCE_DIR}/xrt_current_api/no-such-directory
       "-DINCLUDES=${PROJECT_SOURCE_DIR}/include"
       "-DSYSTEM_INCLUDES=${_xrtio_syntax_sys}"

@@ -1,5 +1,5 @@
 // The bounded wait that refreshes an XRT run's state: the reactor's fallback
-// when state() alone does not advance (XRT-NOTES.md, "Pitfalls"). Internal to
+// when state() alone does not advance (docs/DESIGN.md, "Pitfalls"). Internal to
 // the XRT backend; a header only so the logic can be tested with stand-in run
 // types (tests/test_xrt_wait.cpp).
 //
@@ -10,8 +10,8 @@
 //    from "the run ended in ERT TIMEOUT".
 //  - xrt::run::wait(ms) otherwise (XRT 2.13): returns the state, or
 //    ERT_CMD_STATE_TIMEOUT when the wait timed out (ambiguous, so re-read).
-// Either way the final state is returned, never thrown (invariant 3): the
-// caller maps it to its own error code.
+// Either way the final state is returned, never thrown (docs/DESIGN.md,
+// invariant 3): the caller maps it to its own error code.
 #pragma once
 
 #include <ert.h>

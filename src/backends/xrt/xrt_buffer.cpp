@@ -1,0 +1,67 @@
+// The XRT backend's native buffer (xrt_buffer in xrt_types.hpp): an xrt::bo
+// or a view of one, with its device and memory group, and group_id_of, which
+// reads that group back from an xrtio::buffer.
+#include <string>
+
+#include "xrt_types.hpp"
+#include "xrtio/error.hpp"
+
+namespace xrtio::xrt_backend {
+namespace detail {
+
+std::byte* xrt_buffer::map() {
+  std::call_once(map_once_, [&] {
+    try {
+      map_ = static_cast<std::byte*>(bo_.map());
+    } catch (const std::exception&) {
+      map_ = nullptr;  // device-only memory has no host mapping
+    }
+  });
+  return map_;
+}
+
+void xrt_buffer::sync(backend::sync_direction dir, std::size_t size, std::size_t offset) {
+  check(size, offset, "sync");
+  try {
+    bo_.sync(dir == backend::sync_direction::to_device ? XCL_BO_SYNC_BO_TO_DEVICE : XCL_BO_SYNC_BO_FROM_DEVICE, size,
+             offset);
+  } catch (const std::exception& e) {
+    throw error(errc::backend_failure, "xrt bo sync of [" + std::to_string(offset) + ", +" + std::to_string(size) +
+                                           "): " + e.what());
+  }
+}
+
+std::unique_ptr<backend::native_buffer> xrt_buffer::sub(std::size_t size, std::size_t offset) {
+  check(size, offset, "sub-buffer");
+  try {
+    auto abs = root_offset_ + offset;  // cannot overflow: within the root
+    return std::make_unique<xrt_buffer>(xrt::bo(root_, size, abs), root_, abs, size, device_index_, group_);
+  } catch (const std::exception& e) {
+    throw error(errc::backend_failure, "xrt sub-buffer [" + std::to_string(offset) + ", +" + std::to_string(size) +
+                                           ") of a " + std::to_string(size_) + "-byte bo: " + e.what());
+  }
+}
+
+std::uint64_t xrt_buffer::address() const noexcept {
+  try {
+    return bo_.address();
+  } catch (...) {
+    return 0;
+  }
+}
+
+void xrt_buffer::check(std::size_t size, std::size_t offset, const char* what) const {
+  if (offset > size_ || size > size_ - offset)
+    throw error(errc::out_of_range, std::string("xrt ") + what + " [" + std::to_string(offset) + ", +" +
+                                        std::to_string(size) + ") exceeds " + std::to_string(size_) + " bytes");
+}
+
+}  // namespace detail
+
+int group_id_of(const xrtio::buffer& b) noexcept {
+  if (!b || !b.state()->native) return detail::unknown_group;
+  auto* x = dynamic_cast<const detail::xrt_buffer*>(b.state()->native.get());
+  return x ? x->group() : detail::unknown_group;
+}
+
+}  // namespace xrtio::xrt_backend

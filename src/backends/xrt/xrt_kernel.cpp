@@ -1,0 +1,71 @@
+// The XRT backend's native kernel (xrt_kernel in xrt_types.hpp): its argument
+// descriptions and its pool of finished xrt::runs (creating one allocates a
+// command buffer; open_options::run_pool_size bounds the pool).
+#include <string>
+
+#include "xrt_types.hpp"
+#include "xrtio/error.hpp"
+
+namespace xrtio::xrt_backend::detail {
+
+using backend::arg_kind;
+
+xrt_kernel::xrt_kernel(std::shared_ptr<xrt_device_impl> dev, xrt::kernel k, kernel_info info, std::size_t pool_cap)
+    : device_(std::move(dev)), kernel_(std::move(k)), info_(std::move(info)), pool_cap_(pool_cap) {
+  for (auto& a : info_.args) args_.push_back(describe(a));
+}
+
+backend::arg_desc xrt_kernel::describe(const arg_info& a) {
+  backend::arg_desc d;
+  d.name = a.name;
+  d.kind = a.kind;
+  d.size = a.kind == arg_kind::scalar ? a.size : 0;
+  d.group_id = 0;
+  if (a.kind == arg_kind::buffer) {
+    // XRT's own answer (it intersects the banks of all compute units).
+    try {
+      d.group_id = kernel_.group_id(static_cast<int>(a.index));
+    } catch (const std::exception&) {
+      d.group_id = a.group_id < 0 ? 0 : a.group_id;
+    }
+  }
+  return d;
+}
+
+xrt_kernel::~xrt_kernel() {
+  for (auto* r : pool_) delete r;  // pooled runs are final (release() checked)
+}
+
+backend::native_run_ptr xrt_kernel::make_run() {
+  {
+    std::lock_guard lock(pool_mutex_);
+    if (!pool_.empty()) {
+      auto* r = pool_.back();
+      pool_.pop_back();
+      return backend::native_run_ptr(r);
+    }
+  }
+  try {
+    return backend::native_run_ptr(new xrt_run(this, xrt::run(kernel_)));
+  } catch (const std::exception& e) {
+    throw error(errc::backend_failure, "xrt kernel " + info_.name + ": cannot create a run: " + e.what());
+  }
+}
+
+void xrt_kernel::recycle(xrt_run* r) noexcept {
+  {
+    std::lock_guard lock(pool_mutex_);
+    if (pool_.size() < pool_cap_) {
+      try {
+        pool_.push_back(r);
+        return;
+      } catch (...) {
+      }
+    }
+  }
+  delete r;
+}
+
+unsigned xrt_kernel::device_index() const noexcept { return device_->index(); }
+
+}  // namespace xrtio::xrt_backend::detail

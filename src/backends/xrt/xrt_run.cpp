@@ -1,0 +1,184 @@
+// The XRT backend's native run (xrt_run in xrt_types.hpp): argument checks,
+// start, state, the bounded wait, abort and release, and command_registers,
+// which reads back the start command XRT wrote.
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "xrt_types.hpp"
+#include "xrt_wait.hpp"
+#include "xrtio/error.hpp"
+
+// Set by the syntax check against current XRT's API: its xrt::run has wait2,
+// so the wait2 branch of detail::wait_and_read must be the one compiled.
+#ifdef XRTIO_EXPECT_WAIT2
+static_assert(xrtio::xrt_backend::detail::has_wait2<xrt::run>,
+              "XRTIO_EXPECT_WAIT2: xrt::run::wait2 was not detected");
+#endif
+
+namespace xrtio::xrt_backend {
+namespace detail {
+namespace {
+
+using backend::arg_kind;
+
+// Runs that were released while not final (a caller bug the layers above
+// prevent). Destroying them would abort the process or corrupt the next
+// command (docs/DESIGN.md, invariant 2), so they are kept, deliberately, for good.
+void keep_forever(xrt::run r) noexcept {
+  static auto* kept = new std::vector<xrt::run>;
+  static std::mutex m;
+  std::lock_guard lock(m);
+  try {
+    kept->push_back(std::move(r));
+  } catch (...) {
+    new xrt::run(std::move(r));  // may leak; must not destroy
+  }
+}
+
+}  // namespace
+
+xrt_run::xrt_run(xrt_kernel* k, xrt::run r) : kernel_(k), run_(std::move(r)), set_(k->args().size(), false) {}
+
+run_state xrt_run::state() noexcept {
+  try {
+    auto s = to_run_state(run_.state(), last_.load(std::memory_order_relaxed));
+    last_.store(s, std::memory_order_relaxed);
+    return s;
+  } catch (...) {
+    return last_.load(std::memory_order_relaxed);
+  }
+}
+
+run_state xrt_run::wait_for(std::chrono::nanoseconds timeout) {
+  // wait2 where xrt::run has it, else wait (xrt_wait.hpp). (The no-op
+  // device ignores the timeout and spins until the run completes.)
+  auto s = wait_and_read(run_, std::chrono::ceil<std::chrono::milliseconds>(timeout),
+                         last_.load(std::memory_order_relaxed));
+  last_.store(s, std::memory_order_relaxed);
+  return s;
+}
+
+backend::abort_outcome xrt_run::abort() {
+  // Synchronous in XRT (>= 2.12): submits an ERT abort and waits. A throw
+  // or a non-final state afterwards means the device did not let go.
+  try {
+    auto s = to_run_state(run_.abort(), run_state::running);
+    if (is_final(s)) {
+      last_.store(s, std::memory_order_relaxed);
+      return backend::abort_outcome::done;
+    }
+  } catch (...) {
+    return backend::abort_outcome::refused;
+  }
+  return is_final(state()) ? backend::abort_outcome::done : backend::abort_outcome::refused;
+}
+
+void xrt_run::fail(errc code, unsigned index, const std::string& what) const {
+  const auto& defs = kernel_->args();
+  std::string n = index < defs.size() ? " (" + defs[index].name + ")" : "";
+  throw error(code, "xrt kernel " + kernel_->name() + " argument " + std::to_string(index) + n + ": " + what);
+}
+
+const backend::arg_desc& xrt_run::expect(unsigned index, arg_kind kind) const {
+  const auto& defs = kernel_->args();
+  if (index >= defs.size())
+    fail(errc::argument_count, index, "the kernel has " + std::to_string(defs.size()) + " arguments");
+  const auto& d = defs[index];
+  if (d.kind != kind)
+    fail(errc::argument_kind, index,
+         kind == arg_kind::buffer ? "is a " + std::to_string(d.size) + "-byte scalar; a buffer was given"
+                                  : std::string("is a buffer; a scalar was given"));
+  return d;
+}
+
+void xrt_run::set_arg(unsigned index, backend::native_buffer& buffer) {
+  expect(index, arg_kind::buffer);
+  auto* xb = dynamic_cast<xrt_buffer*>(&buffer);
+  if (!xb) fail(errc::foreign_context, index, "the buffer is not an XRT buffer");
+  if (xb->device_index() != kernel_->device_index())
+    fail(errc::foreign_context, index,
+         "the buffer belongs to XRT device " + std::to_string(xb->device_index()) + ", the kernel to device " +
+             std::to_string(kernel_->device_index()));
+  try {
+    run_.set_arg(static_cast<int>(index), xb->bo());
+  } catch (const std::exception& e) {
+    fail(errc::backend_failure, index, std::string("XRT refused the buffer: ") + e.what());
+  }
+  set_[index] = true;
+}
+
+void xrt_run::set_arg(unsigned index, const void* value, std::size_t size) {
+  const auto& d = expect(index, arg_kind::scalar);
+  if (d.size != size)
+    fail(errc::argument_kind, index,
+         "is a " + std::to_string(d.size) + "-byte scalar; " + std::to_string(size) + " bytes were given");
+  try {
+    run_.set_arg(static_cast<int>(index), value, size);
+  } catch (const std::exception& e) {
+    fail(errc::backend_failure, index, std::string("XRT refused the scalar: ") + e.what());
+  }
+  set_[index] = true;
+}
+
+void xrt_run::start() {
+  for (std::size_t i = 0; i < set_.size(); ++i)
+    if (!set_[i]) fail(errc::argument_count, static_cast<unsigned>(i), "not set before start()");
+  // Restarting an xrt::run before its completion was observed makes XRT
+  // reset it to NEW and throw "bad command state": refuse first.
+  if (started_) {
+    auto s = state();
+    if (!is_final(s))
+      throw error(errc::busy, "xrt kernel " + kernel_->name() + ": start() while the run is " +
+                                  std::string(to_string(s)));
+  }
+  try {
+    last_.store(run_state::new_, std::memory_order_relaxed);
+    run_.start();
+    started_ = true;
+  } catch (const std::exception& e) {
+    throw error(errc::backend_failure, "xrt kernel " + kernel_->name() + ": start failed: " + e.what());
+  }
+}
+
+void xrt_run::release() noexcept {
+  // Only after a final state (docs/DESIGN.md, invariant 2). If a caller gets
+  // this wrong, the xrt::run is parked forever instead of destroyed in flight.
+  if (started_ && !is_final(state())) {
+    std::fputs("xrtio: an XRT run was released before reaching a final state; keeping it alive\n", stderr);
+    keep_forever(std::move(run_));
+    delete this;  // run_ was moved out: nothing left in flight here
+    return;
+  }
+  std::fill(set_.begin(), set_.end(), false);
+  started_ = false;
+  last_.store(run_state::new_, std::memory_order_relaxed);
+  kernel_->recycle(this);
+}
+
+}  // namespace detail
+
+std::vector<std::uint32_t> command_registers(backend::native_run& r) {
+  // ert_start_kernel_cmd's payload always starts with one cu mask; extra_cu_masks more may follow.
+  constexpr std::size_t first_cu_masks = 1;
+  auto* x = dynamic_cast<detail::xrt_run*>(&r);
+  if (!x) return {};
+  const ert_packet* p = nullptr;
+  try {
+    p = x->native().get_ert_packet();
+  } catch (const std::exception& e) {
+    throw error(errc::backend_failure, std::string("xrt: reading a run's command: ") + e.what());
+  }
+  if (!p || p->opcode != ERT_START_CU) return {};
+  // Payload after the header: the cu mask, extra cu masks, then the
+  // register map (docs/DESIGN.md, "Pitfalls": the start command).
+  const auto* k = reinterpret_cast<const ert_start_kernel_cmd*>(p);
+  const std::size_t masks = first_cu_masks + k->extra_cu_masks;
+  if (k->count <= masks) return {};
+  const std::uint32_t* regs = k->data + k->extra_cu_masks;
+  return std::vector<std::uint32_t>(regs, regs + (k->count - masks));
+}
+
+}  // namespace xrtio::xrt_backend
