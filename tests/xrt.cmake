@@ -35,6 +35,7 @@ else()
       "-DSRC=${XRTIO_XRT_SOURCES}"
       -DSHIM=${CMAKE_CURRENT_SOURCE_DIR}/xrt_current_api
       "-DINCLUDES=${PROJECT_SOURCE_DIR}/include"
+      "-DSRC_ROOT=${PROJECT_SOURCE_DIR}/src"
       "-DSYSTEM_INCLUDES=${_xrtio_syntax_sys}"
       -DXRT_INCLUDE_DIR=${XRT_INCLUDE_DIR}
       -P ${CMAKE_CURRENT_SOURCE_DIR}/xrt_current_api/check_syntax.cmake)
@@ -51,6 +52,7 @@ else()
       "-DSRC=${XRTIO_XRT_SOURCES}"
       -DSHIM=${CMAKE_CURRENT_SOURCE_DIR}/xrt_current_api/no-such-directory
       "-DINCLUDES=${PROJECT_SOURCE_DIR}/include"
+      "-DSRC_ROOT=${PROJECT_SOURCE_DIR}/src"
       "-DSYSTEM_INCLUDES=${_xrtio_syntax_sys}"
       -DXRT_INCLUDE_DIR=${XRT_INCLUDE_DIR}
       -P ${CMAKE_CURRENT_SOURCE_DIR}/xrt_current_api/check_syntax.cmake)

@@ -141,8 +141,8 @@ void use_noop_device(std::chrono::microseconds completion_delay);
 /// Never throws for a missing driver (returns an empty list).
 std::vector<std::string> list_devices();
 
-/// The XRT device behind a context opened by open():
-/// `dynamic_cast<xrt_backend::device*>(&ctx.native())`.
+/// The XRT device behind a context opened by open() (xrt_backend::device_of;
+/// its xrt::device: xrtio/xrt_native.hpp).
 class device : public backend::native_device {
  public:
   virtual const xclbin_info& xclbin() const noexcept = 0;
@@ -151,6 +151,10 @@ class device : public backend::native_device {
   /// opened in a hardware context); false on XRT 2.13.
   virtual bool uses_hw_context() const noexcept = 0;
 };
+
+/// The XRT device of `ctx`. Errors: errc::not_supported when `ctx` is empty
+/// or on another backend.
+device& device_of(const xrtio::context& ctx);
 
 /// The memory group (bank in bits 0-15, xclbin slot in bits 16-23) an XRT
 /// buffer was allocated in: its root's for a view, the default group (the

@@ -59,8 +59,8 @@ void xrt_buffer::check(std::size_t size, std::size_t offset, const char* what) c
 }  // namespace detail
 
 int group_id_of(const xrtio::buffer& b) noexcept {
-  if (!b || !b.state()->native) return detail::unknown_group;
-  auto* x = dynamic_cast<const detail::xrt_buffer*>(b.state()->native.get());
+  if (!b || !xrtio::detail::access::state(b)->native) return detail::unknown_group;
+  auto* x = dynamic_cast<const detail::xrt_buffer*>(xrtio::detail::access::state(b)->native.get());
   return x ? x->group() : detail::unknown_group;
 }
 

@@ -12,6 +12,7 @@
 
 #include "xrt_types.hpp"
 #include "xrtio/error.hpp"
+#include "xrtio/xrt_native.hpp"
 
 namespace xrtio::xrt_backend {
 namespace detail {
@@ -252,6 +253,18 @@ xrtio::context open(const open_options& options, std::optional<memory_budget> bu
   auto program = detail::load_xclbin_file(options.xclbin_path);
   auto dev = std::make_shared<detail::xrt_device_impl>(options, std::move(program));
   return xrtio::context(std::move(dev), std::move(budget));
+}
+
+device& device_of(const xrtio::context& ctx) {
+  auto* d = ctx ? dynamic_cast<device*>(&ctx.native()) : nullptr;
+  if (!d) throw error(errc::not_supported, ctx ? "xrt_backend::device_of: the context's device (" +
+                                                     ctx.native().name() + ") is not an XRT device"
+                                               : std::string("xrt_backend::device_of: empty context"));
+  return *d;
+}
+
+xrt::device native_xrt_device(const xrtio::context& ctx) {
+  return static_cast<const detail::xrt_device_impl&>(device_of(ctx)).native();
 }
 
 std::vector<std::string> list_devices() {

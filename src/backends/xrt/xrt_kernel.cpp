@@ -11,7 +11,7 @@ namespace xrtio::xrt_backend::detail {
 using backend::arg_kind;
 
 xrt_kernel::xrt_kernel(std::shared_ptr<xrt_device_impl> dev, xrt::kernel k, kernel_info info, std::size_t pool_cap)
-    : device_(std::move(dev)), kernel_(std::move(k)), info_(std::move(info)), pool_cap_(pool_cap) {
+    : device_(std::move(dev)), kernel_(std::move(k)), info_(std::move(info)), pool_(pool_cap) {
   for (auto& a : info_.args) args_.push_back(describe(a));
 }
 
@@ -32,19 +32,10 @@ backend::arg_desc xrt_kernel::describe(const arg_info& a) {
   return d;
 }
 
-xrt_kernel::~xrt_kernel() {
-  for (auto* r : pool_) delete r;  // pooled runs are final (release() checked)
-}
+xrt_kernel::~xrt_kernel() = default;  // pooled runs are final (release() checked)
 
 backend::native_run_ptr xrt_kernel::make_run() {
-  {
-    std::lock_guard lock(pool_mutex_);
-    if (!pool_.empty()) {
-      auto* r = pool_.back();
-      pool_.pop_back();
-      return backend::native_run_ptr(r);
-    }
-  }
+  if (auto* r = pool_.take()) return backend::native_run_ptr(r);
   try {
     return backend::native_run_ptr(new xrt_run(this, xrt::run(kernel_)));
   } catch (const std::exception& e) {
@@ -52,19 +43,7 @@ backend::native_run_ptr xrt_kernel::make_run() {
   }
 }
 
-void xrt_kernel::recycle(xrt_run* r) noexcept {
-  {
-    std::lock_guard lock(pool_mutex_);
-    if (pool_.size() < pool_cap_) {
-      try {
-        pool_.push_back(r);
-        return;
-      } catch (...) {
-      }
-    }
-  }
-  delete r;
-}
+void xrt_kernel::recycle(xrt_run* r) noexcept { pool_.give(r); }
 
 unsigned xrt_kernel::device_index() const noexcept { return device_->index(); }
 

@@ -15,6 +15,7 @@
 
 #include "xclbin_reader.hpp"
 #include "xrt_api.hpp"
+#include "backends/run_pool.hpp"
 #include "xrtio/xrt.hpp"
 
 namespace xrtio::xrt_backend::detail {
@@ -123,9 +124,7 @@ class xrt_kernel final : public backend::native_kernel {
   xrt::kernel kernel_;
   kernel_info info_;
   std::vector<backend::arg_desc> args_;
-  std::size_t pool_cap_;
-  std::mutex pool_mutex_;
-  std::vector<xrt_run*> pool_;
+  xrtio::detail::run_pool<xrt_run> pool_;
 };
 
 // ---- the device (xrt_device.cpp) ---------------------------------------------------
@@ -144,6 +143,7 @@ class xrt_device_impl final : public device, public std::enable_shared_from_this
   const xclbin_info& xclbin() const noexcept override { return program_.info; }
   unsigned index() const noexcept override { return options_.device_index; }
   bool uses_hw_context() const noexcept override { return XRTIO_XRT_HW_CONTEXT != 0; }
+  const xrt::device& native() const noexcept { return device_; }
 
  private:
   // The constructor's steps, in order.
