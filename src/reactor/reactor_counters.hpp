@@ -22,22 +22,13 @@ struct reactor_counters {
   static void drop(counter& c) noexcept { bump(c, std::uint64_t(-1)); }
 
   runtime_stats snapshot() const noexcept {
+    auto v = [](const counter& c) { return c.load(std::memory_order_relaxed); };
     runtime_stats s;
-    s.submitted = submitted.load(std::memory_order_relaxed);
-    s.completed = completed.load(std::memory_order_relaxed);
-    s.failed = failed.load(std::memory_order_relaxed);
-    s.timed_out = timed_out.load(std::memory_order_relaxed);
-    s.cancelled = cancelled.load(std::memory_order_relaxed);
-    s.retained = retained.load(std::memory_order_relaxed);
-    s.in_flight = in_flight.load(std::memory_order_relaxed);
-    s.polls = polls.load(std::memory_order_relaxed);
-    s.wakeups = wakeups.load(std::memory_order_relaxed);
-    s.sleeps = sleeps.load(std::memory_order_relaxed);
-    s.batches = batches.load(std::memory_order_relaxed);
-    s.predicted_wakeups = predicted_wakeups.load(std::memory_order_relaxed);
-    s.predictions_missed = predictions_missed.load(std::memory_order_relaxed);
+    s.submitted = v(submitted), s.completed = v(completed), s.failed = v(failed), s.timed_out = v(timed_out);
+    s.cancelled = v(cancelled), s.retained = v(retained), s.in_flight = v(in_flight), s.polls = v(polls);
+    s.wakeups = v(wakeups), s.sleeps = v(sleeps), s.batches = v(batches);
+    s.predicted_wakeups = v(predicted_wakeups), s.predictions_missed = v(predictions_missed);
     return s;
-  }
-};
+  }};
 
 }  // namespace xrtio::detail

@@ -22,6 +22,8 @@
 #include <mutex>
 
 #include "xrtio/detail/abort_ticket.hpp"
+#include "xrtio/detail/arena_allocator.hpp"
+#include "xrtio/detail/completion_service.hpp"
 #include "xrtio/detail/concrete_executor.hpp"
 #include "xrtio/detail/run_core.hpp"
 
@@ -29,33 +31,6 @@ namespace xrtio::detail {
 
 class run_op_base;
 
-/// Per execution context: the runs whose handlers will run there, so that
-/// destroying the context (io_context with a run pending) destroys their
-/// handlers without invoking them, while the reactor keeps their leases and
-/// native runs until the device lets go (invariant 2).
-struct completion_registry {
-  std::mutex mutex;
-  std::condition_variable idle;
-  run_op_base* head = nullptr;
-  unsigned posting = 0;
-  bool shut_down = false;
-
-  void add(run_op_base* op) noexcept;
-  void remove(run_op_base* op) noexcept;
-};
-
-class completion_service : public asio::execution_context::service {
- public:
-  using key_type = completion_service;
-  static inline asio::execution_context::id id;
-  explicit completion_service(asio::execution_context& ctx)
-      : asio::execution_context::service(ctx), registry_(std::make_shared<completion_registry>()) {}
-  const std::shared_ptr<completion_registry>& registry() const noexcept { return registry_; }
-
- private:
-  void shutdown() override;
-  std::shared_ptr<completion_registry> registry_;
-};
 
 class run_op_base {
  public:
@@ -102,88 +77,6 @@ class run_op_base {
 
  private:
   const vtable* vt_;
-};
-
-inline void completion_registry::add(run_op_base* op) noexcept {
-  std::lock_guard lock(mutex);
-  op->reg_prev = nullptr;
-  op->reg_next = head;
-  if (head) head->reg_prev = op;
-  head = op;
-}
-
-inline void completion_registry::remove(run_op_base* op) noexcept {
-  std::lock_guard lock(mutex);
-  if (op->reg_prev) op->reg_prev->reg_next = op->reg_next;
-  else if (head == op) head = op->reg_next;
-  if (op->reg_next) op->reg_next->reg_prev = op->reg_prev;
-  op->reg_prev = op->reg_next = nullptr;
-}
-
-inline void completion_service::shutdown() {
-  run_op_base* orphans = nullptr;
-  {
-    std::unique_lock lock(registry_->mutex);
-    registry_->shut_down = true;
-    for (auto* op = registry_->head; op;) {
-      auto* n = op->reg_next;
-      int expected = run_op_base::pending;
-      op->reg_prev = op->reg_next = nullptr;
-      if (op->life.compare_exchange_strong(expected, run_op_base::orphaned)) {
-        // Linked through reg_next, not batch_next: the reactor may be
-        // grouping this op into a batch right now.
-        op->reg_next = orphans;
-        orphans = op;
-      }
-      op = n;
-    }
-    registry_->head = nullptr;
-    // A post to this context that is under way must land before it goes.
-    registry_->idle.wait(lock, [&] { return registry_->posting == 0; });
-  }
-  // Outside the lock: destroying a handler may destroy a coroutine frame.
-  while (orphans) {
-    auto* op = orphans;
-    orphans = op->reg_next;
-    op->reg_next = nullptr;
-    op->vt().destroy_handler(op);
-    if (op->life.exchange(run_op_base::handler_gone) == run_op_base::reactor_done) op->vt().free(op);
-  }
-}
-
-/// A small inline arena for the executor's wrapper of a completion post, so
-/// posting from the reactor thread allocates nothing.
-template <std::size_t N>
-struct post_arena {
-  alignas(std::max_align_t) unsigned char bytes[N];
-  bool used = false;
-};
-template <class T, std::size_t N>
-struct arena_allocator {
-  using value_type = T;
-  template <class U>
-  struct rebind {
-    using other = arena_allocator<U, N>;
-  };
-  post_arena<N>* arena;
-  explicit arena_allocator(post_arena<N>* a) noexcept : arena(a) {}
-  template <class U>
-  arena_allocator(const arena_allocator<U, N>& o) noexcept : arena(o.arena) {}
-  T* allocate(std::size_t n) {
-    if (!arena->used && n * sizeof(T) <= N && alignof(T) <= alignof(std::max_align_t)) {
-      arena->used = true;
-      return reinterpret_cast<T*>(arena->bytes);
-    }
-    return static_cast<T*>(::operator new(n * sizeof(T)));
-  }
-  void deallocate(T* p, std::size_t) noexcept {
-    if (reinterpret_cast<unsigned char*>(p) == arena->bytes) arena->used = false;
-    else ::operator delete(p);
-  }
-  template <class U>
-  bool operator==(const arena_allocator<U, N>& o) const noexcept { return arena == o.arena; }
-  template <class U>
-  bool operator!=(const arena_allocator<U, N>& o) const noexcept { return arena != o.arena; }
 };
 
 template <class Handler>
@@ -374,7 +267,8 @@ class run_op final : public run_op_base {
       with_concrete_executor(ex, post);
     } catch (...) {
       // Posting failed (out of memory): batch_fn's destructor destroyed the
-      // handlers; nothing else can be done without breaking invariant 2.
+      // handlers unrun (their executor is the only way to run them:
+      // invariant 1); the runs were final and their leases released already.
     }
   }
 

@@ -1,0 +1,55 @@
+// The completion registry and service (see detail/completion_service.hpp).
+#include "xrtio/detail/completion_service.hpp"
+
+#include "xrtio/detail/run_op.hpp"
+
+namespace xrtio::detail {
+
+void completion_registry::add(run_op_base* op) noexcept {
+  std::lock_guard lock(mutex);
+  op->reg_prev = nullptr;
+  op->reg_next = head;
+  if (head) head->reg_prev = op;
+  head = op;
+}
+
+void completion_registry::remove(run_op_base* op) noexcept {
+  std::lock_guard lock(mutex);
+  if (op->reg_prev) op->reg_prev->reg_next = op->reg_next;
+  else if (head == op) head = op->reg_next;
+  if (op->reg_next) op->reg_next->reg_prev = op->reg_prev;
+  op->reg_prev = op->reg_next = nullptr;
+}
+
+void completion_service::shutdown() {
+  run_op_base* orphans = nullptr;
+  {
+    std::unique_lock lock(registry_->mutex);
+    registry_->shut_down = true;
+    for (auto* op = registry_->head; op;) {
+      auto* n = op->reg_next;
+      int expected = run_op_base::pending;
+      op->reg_prev = op->reg_next = nullptr;
+      if (op->life.compare_exchange_strong(expected, run_op_base::orphaned)) {
+        // Linked through reg_next, not batch_next: the reactor may be
+        // grouping this op into a batch right now.
+        op->reg_next = orphans;
+        orphans = op;
+      }
+      op = n;
+    }
+    registry_->head = nullptr;
+    // A post to this context that is under way must land before it goes.
+    registry_->idle.wait(lock, [&] { return registry_->posting == 0; });
+  }
+  // Outside the lock: destroying a handler may destroy a coroutine frame.
+  while (orphans) {
+    auto* op = orphans;
+    orphans = op->reg_next;
+    op->reg_next = nullptr;
+    op->vt().destroy_handler(op);
+    if (op->life.exchange(run_op_base::handler_gone) == run_op_base::reactor_done) op->vt().free(op);
+  }
+}
+
+}  // namespace xrtio::detail
