@@ -1,0 +1,211 @@
+// The simulated device's internal types: its buffer, run, kernel and device,
+// as the files that implement them (sim_buffer.cpp, sim_run.cpp, sim_kernel.cpp,
+// sim_device.cpp, compute_unit.cpp, run_model.cpp) share them. Private to src/.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/run_pool.hpp"
+#include "xrtio/run_options.hpp"
+#include "xrtio/sim.hpp"
+
+namespace xrtio::sim::detail {
+
+using clock = std::chrono::steady_clock;
+
+/// The run layer's limit (xrtio::max_arguments): a kernel no run could start is refused at open.
+inline constexpr unsigned max_args = static_cast<unsigned>(max_arguments);
+/// Scalar arguments are stored in place in the run, up to a 64-bit value.
+inline constexpr std::size_t max_scalar_bytes = 8;
+
+// ---- buffers (sim_buffer.cpp) ---------------------------------------------------
+
+// Host memory the simulated kernels compute on: owned (alloc), borrowed (a
+// user import or a sub-buffer) or mapped (a dma-buf import).
+class sim_buffer final : public backend::native_buffer {
+ public:
+  enum class ownership { owned, borrowed, mapped };
+  sim_buffer(std::byte* data, std::size_t size, ownership own) : data_(data), size_(size), own_(own) {}
+  ~sim_buffer() override;
+  std::size_t size() const noexcept override { return size_; }
+  std::byte* map() override { return data_; }
+  void sync(backend::sync_direction, std::size_t size, std::size_t offset) override;
+  std::unique_ptr<backend::native_buffer> sub(std::size_t size, std::size_t offset) override;
+  std::uint64_t address() const noexcept override { return reinterpret_cast<std::uintptr_t>(data_); }
+
+ private:
+  std::byte* data_;
+  std::size_t size_;
+  ownership own_;
+};
+
+class sim_device_impl;
+class sim_kernel;
+
+// ---- runs (sim_run.cpp) ---------------------------------------------------------
+
+// A native run and what its kernel callable sees. Its state is an atomic, so
+// the reactor polls it without locking; the fields below "Guarded by the device
+// mutex" belong to the device's queues (sim_device.cpp, compute_unit.cpp).
+class sim_run final : public backend::native_run, public kernel_call {
+ public:
+  sim_run(sim_kernel* k, sim_device_impl* d);
+
+  // native_run
+  void set_arg(unsigned index, backend::native_buffer& buffer) override;
+  void set_arg(unsigned index, const void* value, std::size_t size) override;
+  void start() override;
+  run_state state() noexcept override { return state_.load(std::memory_order_acquire); }
+  run_state wait_for(std::chrono::nanoseconds timeout) override;
+  backend::abort_outcome abort() override;
+  std::error_code final_error(run_state s) const noexcept override {
+    if (s == run_state::no_response && lost_) return errc::device_lost;
+    return state_error(s);
+  }
+  clock::time_point device_completed_at() const noexcept override { return completed_at_; }
+  void release() noexcept override;
+
+  // kernel_call
+  unsigned arg_count() const noexcept override;
+  std::span<std::byte> buffer(unsigned i) override;
+  std::span<const std::byte> scalar_bytes(unsigned i) const override;
+  bool stop_requested() const noexcept override { return stop_.load(std::memory_order_acquire); }
+  std::uint64_t run_number() const noexcept override { return number_; }
+  void fail(std::string_view) override { kernel_failed_ = true; }
+
+  struct arg {
+    std::byte* data = nullptr;
+    std::size_t size = 0;
+    std::array<std::byte, max_scalar_bytes> scalar{};
+    bool set = false;
+  };
+
+  sim_kernel* kernel_;
+  sim_device_impl* device_;
+  std::array<arg, max_args> args_{};
+  std::atomic<run_state> state_{run_state::new_};
+  std::atomic<bool> stop_{false};
+  fault_rule fault_{};
+  std::uint64_t number_ = 0;
+  std::size_t bytes_ = 0;
+  clock::time_point due_{};
+  clock::time_point completed_at_{};
+  // Guarded by the device mutex:
+  bool in_queue_ = false;
+  bool parked_ = false;      // hung with no thread
+  bool executing_ = false;   // its kernel runs on a compute unit now
+  bool hang_phase_ = false;  // queued again to finish a timed hang
+  bool kernel_failed_ = false;
+  bool lost_ = false;
+  unsigned waiters_ = 0;  // threads in wait_for() or abort() waiting for a final state
+  std::condition_variable done_cv_;
+};
+
+// ---- kernels (sim_kernel.cpp) ---------------------------------------------------
+
+// A kernel definition, checked when the device opens, and its pool of finished runs.
+class sim_kernel final : public backend::native_kernel {
+ public:
+  sim_kernel(kernel_def def, sim_device_impl* d);
+  const std::string& name() const noexcept override { return def_.name; }
+  const std::vector<backend::arg_desc>& args() const noexcept override { return def_.args; }
+  backend::native_run_ptr make_run() override;
+  void recycle(sim_run* r) noexcept { pool_.give(r); }
+  const kernel_def& def() const noexcept { return def_; }
+
+ private:
+  kernel_def def_;
+  sim_device_impl* device_;
+  xrtio::detail::run_pool<sim_run> pool_;
+};
+
+// ---- the run model (run_model.cpp) ----------------------------------------------
+
+/// The fault for run `run_number` of `kernel`: the first matching rule of
+/// cfg.faults, else cfg.fault_selector's answer, else none.
+fault_rule pick_fault(const device_config& cfg, const std::string& kernel, std::uint64_t run_number);
+
+/// The device time of a run with `bytes` of buffer arguments (latency_model).
+clock::duration run_latency(const latency_model& m, std::size_t bytes, std::uint64_t run_number);
+
+// ---- the device (sim_device.cpp; buffers in sim_buffer.cpp; compute_unit.cpp) ----
+
+// One mutex guards the device's queues (it plays the device's command
+// processor, not part of xrtio's hot path); run states are atomics so the
+// reactor polls them without locking.
+class sim_device_impl final : public device {
+ public:
+  explicit sim_device_impl(device_config cfg);
+  ~sim_device_impl() override;
+
+  std::string name() const override;
+  std::unique_ptr<backend::native_buffer> alloc(std::size_t size, backend::buffer_kind, int) override;
+  std::unique_ptr<backend::native_buffer> import_user_memory(void* ptr, std::size_t size) override;
+  std::unique_ptr<backend::native_buffer> import_dmabuf(int fd, std::size_t size) override;
+  std::shared_ptr<backend::native_kernel> kernel(const std::string& name) override;
+  std::vector<std::string> kernel_names() const override;
+  int event_fd() const noexcept override { return efd_; }
+  void consume_event() noexcept override;
+  bool take_completions() noexcept override;
+
+  device_stats stats() const override;
+  void add_fault(fault_rule rule) override;
+  void lose() override;
+
+  // ---- called by runs ----
+  void submit(sim_run* r);
+  backend::abort_outcome abort(sim_run* r);
+
+ private:
+  friend class sim_run;
+
+  // One per compute unit; guarded by mutex_.
+  struct cu_slot {
+    static constexpr clock::time_point awake = clock::time_point::min();
+    std::condition_variable cv;
+    clock::time_point sleep_until = awake;  // max(): asleep with nothing queued
+  };
+
+  // The queues, under mutex_ (sim_device.cpp).
+  static bool later(const sim_run* a, const sim_run* b) { return a->due_ > b->due_; }
+  void push(sim_run* r);
+  sim_run* pop();
+  void remove(sim_run* r);
+  void unpark(sim_run* r);
+  void wake_for(const sim_run& r, std::unique_lock<std::mutex>& lock);
+  void finish(sim_run* r, run_state s);
+  void lose_locked();
+
+  // The compute units (compute_unit.cpp).
+  void compute_unit(cu_slot& self);
+  bool divert_faulted(sim_run* r, clock::time_point now);
+  void execute(sim_run* r, std::unique_lock<std::mutex>& lock);
+
+  device_config cfg_;
+  std::map<std::string, std::shared_ptr<sim_kernel>> kernels_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<cu_slot>> cus_;
+  std::vector<sim_run*> heap_;  // min-heap by due time
+  std::vector<sim_run*> parked_;
+  std::vector<sim_run*> executing_list_;
+  std::vector<std::thread> threads_;
+  device_stats stats_;
+  std::atomic<bool> lost_{false};
+  std::atomic<bool> signaled_{false};     // event fd written and not yet consumed
+  std::atomic<bool> completions_{false};  // a run became final since take_completions()
+  bool stopping_ = false;
+  int efd_ = -1;
+};
+
+}  // namespace xrtio::sim::detail
