@@ -1,0 +1,238 @@
+// The three host limits: spin ping-pong, eventfd ping-pong, and asio::post
+// into a sleeping io_context, each a median of many samples.
+#include "host_limits.hpp"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <asio.hpp>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "measurement.hpp"
+#include "process_usage.hpp"
+
+namespace bench {
+namespace {
+
+constexpr int warm_up_rounds = 200;  // not sampled
+
+// The CPU's spin-wait hint (the library's cpu_relax is internal).
+inline void spin_hint() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#else
+  __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+// Spins until v holds want; yields now and then, so that a host with fewer
+// free cores than spinners still makes progress.
+template <class T>
+void spin_until(const std::atomic<T>& v, T want) {
+  for (unsigned n = 1; v.load(std::memory_order_acquire) != want; ++n) {
+    spin_hint();
+    if (n % 4096 == 0) std::this_thread::yield();
+  }
+}
+
+double us_since(clk::time_point t0, clk::time_point t1) {
+  return std::chrono::duration<double, std::micro>(t1 - t0).count();
+}
+
+// The CPUs for a measured pair of threads: two distinct ones (distinct) or
+// one for both; {-1, -1} (not pinned) when the process may run on fewer.
+// Pinned, the numbers do not depend on where the scheduler puts the pair
+// (unpinned they flip between the one-CPU and the two-CPU cost, run to run).
+std::pair<int, int> pick_cpus(bool distinct) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return {-1, -1};
+  int found[2] = {-1, -1}, n = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE && n < 2; ++cpu)
+    if (CPU_ISSET(cpu, &set)) found[n++] = cpu;
+  if (!distinct && n >= 1) return {found[0], found[0]};
+  return n == 2 ? std::pair{found[0], found[1]} : std::pair{-1, -1};
+}
+
+void pin_this_thread(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+// Runs round(i) on one new thread and partner(i) on another (named name, and
+// pinned to cpus when given), warm-up rounds then `samples` rounds; the
+// median of the round trips round returns. The caller's thread is untouched.
+template <class Round, class Partner>
+double median_round_trip(const char* name, int samples, Round round, Partner partner,
+                         std::pair<int, int> cpus = {-1, -1}) {
+  const int rounds = warm_up_rounds + samples;
+  std::vector<double> us;
+  us.reserve(std::size_t(samples));
+  std::thread measuring([&] {
+    set_thread_name(name);
+    pin_this_thread(cpus.first);
+    for (int i = 0; i < rounds; ++i) {
+      double x = round(i);
+      if (i >= warm_up_rounds) us.push_back(x);
+    }
+  });
+  std::thread answering([&] {
+    set_thread_name(name);
+    pin_this_thread(cpus.second);
+    for (int i = 0; i < rounds; ++i) partner(i);
+  });
+  measuring.join();
+  answering.join();
+  return median(std::move(us));
+}
+
+double spin_pingpong_p50_us(int samples) {
+  std::atomic<int> ball{0};  // 2i + 1: served in round i; 2i + 2: returned
+  return median_round_trip(
+      "h:spin", samples,
+      [&](int i) {
+        auto t0 = clk::now();
+        ball.store(2 * i + 1, std::memory_order_release);
+        spin_until(ball, 2 * i + 2);
+        return us_since(t0, clk::now());
+      },
+      [&](int i) {
+        spin_until(ball, 2 * i + 1);
+        ball.store(2 * i + 2, std::memory_order_release);
+      },
+      pick_cpus(true));
+}
+
+void signal_fd(int fd) {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto w = ::write(fd, &one, sizeof one);
+}
+void await_fd(int fd) {  // blocks in read() until the partner signals
+  std::uint64_t v;
+  [[maybe_unused]] auto r = ::read(fd, &v, sizeof v);
+}
+
+double eventfd_pingpong_p50_us(int samples) {
+  int ping = ::eventfd(0, EFD_CLOEXEC), pong = ::eventfd(0, EFD_CLOEXEC);
+  double p50 = NAN;
+  if (ping >= 0 && pong >= 0)
+    p50 = median_round_trip(
+        "h:efd", samples,
+        [&](int) {
+          auto t0 = clk::now();
+          signal_fd(ping);
+          await_fd(pong);
+          return us_since(t0, clk::now());
+        },
+        [&](int) {
+          await_fd(ping);
+          signal_fd(pong);
+        },
+        pick_cpus(false));
+  if (ping >= 0) ::close(ping);
+  if (pong >= 0) ::close(pong);
+  return p50;
+}
+
+// The state letter of the thread whose /proc/self/task/<tid>/stat is open as
+// fd ('S': asleep, 'R': running or runnable), 0 when it cannot be read.
+char task_state(int fd) {
+  char buf[512];
+  auto n = ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');  // "tid (comm) S ...": comm may hold ')'
+  return p && p[1] == ' ' ? p[2] : 0;
+}
+
+// Returns once the thread sleeps; when its state cannot be read, after a
+// pause (and stat_fd is closed and set to -1). Yields while it waits: the
+// thread may be runnable on this CPU.
+void until_asleep(int& stat_fd) {
+  for (char s; stat_fd >= 0; std::this_thread::yield()) {
+    if ((s = task_state(stat_fd)) == 'S') return;
+    if (!s) {
+      ::close(stat_fd);
+      stat_fd = -1;
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
+int open_task_stat(pid_t tid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", int(tid));
+  return ::open(path, O_RDONLY | O_CLOEXEC);
+}
+
+// The poster's side: waits until the io thread sleeps, posts, spins until the
+// handler ran; the post -> handler times of the sampled rounds.
+std::vector<double> post_rounds(asio::io_context& io, pid_t io_tid, int samples) {
+  int stat_fd = open_task_stat(io_tid);
+  std::atomic<int> ran{0};  // the last round whose handler has run
+  clk::time_point ran_at;   // when it ran (written before ran)
+  std::vector<double> us;
+  us.reserve(std::size_t(samples));
+  for (int i = 1; i <= warm_up_rounds + samples; ++i) {
+    until_asleep(stat_fd);
+    auto t0 = clk::now();
+    asio::post(io, [&, i] {
+      ran_at = clk::now();
+      ran.store(i, std::memory_order_release);
+    });
+    spin_until(ran, i);
+    if (i > warm_up_rounds) us.push_back(us_since(t0, ran_at));
+  }
+  if (stat_fd >= 0) ::close(stat_fd);
+  return us;
+}
+
+double asio_post_sleeping_p50_us(int samples) {
+  auto cpus = pick_cpus(false);
+  asio::io_context io(1);
+  auto guard = asio::make_work_guard(io);
+  std::atomic<pid_t> io_tid{0};
+  std::thread sleeper([&] {
+    set_thread_name("h:io");
+    pin_this_thread(cpus.second);
+    io_tid.store(::gettid());
+    io.run();
+  });
+  while (io_tid.load() == 0) std::this_thread::yield();
+  std::vector<double> us;
+  std::thread poster([&] {
+    set_thread_name("h:post");
+    pin_this_thread(cpus.first);
+    us = post_rounds(io, io_tid.load(), samples);
+  });
+  poster.join();
+  guard.reset();
+  sleeper.join();
+  return median(std::move(us));
+}
+
+}  // namespace
+
+host_limits measure_host_limits(int samples) {
+  host_limits h;
+  h.samples = samples;
+  h.spin_pingpong_p50_us = spin_pingpong_p50_us(samples);
+  h.eventfd_pingpong_p50_us = eventfd_pingpong_p50_us(samples);
+  h.asio_post_sleeping_p50_us = asio_post_sleeping_p50_us(samples);
+  return h;
+}
+
+}  // namespace bench

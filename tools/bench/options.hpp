@@ -1,0 +1,29 @@
+// xrtio-bench's command line: the options, their defaults (quick or full
+// sweep) and the parser.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "measurement.hpp"
+
+namespace bench {
+
+struct options {
+  bool quick = false, no_xrt = false;
+  int repeat = 3;  // medians of 3, quick or not
+  std::string json, plot, mkxclbin;
+  std::vector<long> lats, cs;          // latencies L (us) and runs in flight C
+  std::vector<std::string> contenders;  // in sweep order
+  long xrt_delay_us = 0;
+  bench_opts bench;  // window, warm-up, runtime_options
+
+  bool wants(const std::string& contender) const;
+  bool wants_xrt() const;  // any XRT contender asked for (and no --no-xrt)
+};
+
+// nullopt: an unknown option (the usage is printed; exit with 2).
+std::optional<options> parse_options(int argc, char** argv);
+
+}  // namespace bench

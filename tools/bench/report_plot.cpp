@@ -1,0 +1,128 @@
+// The --plot PNG: gnuplot data and script beside it (FILE.png.dat, .gp), two
+// rows of panels (runs/s, resume p99 against C), one column per latency.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+#include "contenders.hpp"
+#include "report.hpp"
+
+namespace bench {
+namespace {
+
+// One gnuplot data block: the cells of one (latency, contender).
+struct plot_block {
+  long latency;
+  std::string contender;
+  bool has_p99;
+};
+
+bool have_gnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
+// Writes the data file, one block per (latency, contender) separated by two
+// blank lines; the blocks in file order, or nullopt if it cannot be written.
+std::optional<std::vector<plot_block>> write_plot_data(const std::string& dat, const std::vector<cell>& cells,
+                                                       const std::vector<long>& lats,
+                                                       const std::vector<std::string>& names) {
+  FILE* d = std::fopen(dat.c_str(), "w");
+  if (!d) return std::nullopt;
+  std::vector<plot_block> blocks;
+  for (long l : lats)
+    for (auto& n : names) {
+      bool any = false, p99 = false;
+      for (auto& c : cells)
+        if (c.latency_us == l && c.contender == n && !c.reps.empty()) {
+          std::fprintf(d, "%d %s %s\n", c.c, jnum(c.med.runs_per_s).c_str(),
+                       std::isnan(c.med.p99) ? "NaN" : jnum(c.med.p99).c_str());
+          any = true;
+          p99 = p99 || !std::isnan(c.med.p99);
+        }
+      if (!any) continue;
+      std::fprintf(d, "\n\n");
+      blocks.push_back({l, n, p99});
+    }
+  std::fclose(d);
+  return blocks;
+}
+
+// One panel: row 0 runs/s, row 1 resume p99, for latency l (negative: the
+// XRT no-op device with delay -1 - l).
+void write_panel(FILE* g, int row, long l, const std::string& dat, const std::vector<plot_block>& blocks,
+                 const std::vector<std::string>& names) {
+  static const char* styles[] = {"lc rgb '#d62728' lw 2 pt 7",  "lc rgb '#1f77b4' lw 2 pt 5",
+                                 "lc rgb '#2ca02c' lw 2 pt 9",  "lc rgb '#9467bd' lw 2 pt 11",
+                                 "lc rgb '#ff7f0e' lw 2 pt 13", "lc rgb '#8c564b' lw 2 pt 3"};
+  if (l >= 0)
+    std::fprintf(g, "set title 'sim, L = %ld us: %s'\n", l, row == 0 ? "runs per second" : "resume p99");
+  else
+    std::fprintf(g, "set title 'XRT no-op device (delay %ld us): %s'\n", -1 - l,
+                 row == 0 ? "runs per second" : "resume p99");
+  std::fprintf(g, "set ylabel '%s'\nplot ", row == 0 ? "runs/s" : "p99 us");
+  bool first = true;
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    if (blocks[b].latency != l || (row == 1 && !blocks[b].has_p99)) continue;
+    std::size_t ni = std::size_t(std::find(names.begin(), names.end(), blocks[b].contender) - names.begin());
+    std::fprintf(g, "%s'%s' index %zu using 1:%d with linespoints %s title '%s'", first ? "" : ", ", dat.c_str(), b,
+                 row == 0 ? 2 : 3, styles[ni % 6], blocks[b].contender.c_str());
+    first = false;
+  }
+  if (first) std::fprintf(g, "NaN notitle");
+  std::fprintf(g, "\n");
+}
+
+bool write_plot_script(const std::string& gp, const std::string& png, const std::string& dat,
+                       const std::vector<long>& lats, const std::vector<std::string>& names,
+                       const std::vector<plot_block>& blocks) {
+  FILE* g = std::fopen(gp.c_str(), "w");
+  if (!g) return false;
+  int cols = int(lats.size());
+  std::fprintf(g,
+               "set terminal pngcairo size %d,900 font ',10'\nset output '%s'\n"
+               "set multiplot layout 2,%d title 'xrtio-bench: throughput and completion-to-resume p99 vs runs in "
+               "flight (medians)'\n"
+               "set termoption noenhanced\nset logscale x 4\nset logscale y\nset grid\nset key top left font ',8'\nset datafile missing 'NaN'\n"
+               "set xlabel 'runs in flight C'\n",
+               std::max(700, 480 * cols), png.c_str(), cols);
+  for (int row = 0; row < 2; ++row)
+    for (long l : lats) write_panel(g, row, l, dat, blocks, names);
+  std::fprintf(g, "unset multiplot\n");
+  std::fclose(g);
+  return true;
+}
+
+void write_plot(const std::string& png, const std::vector<cell>& cells, const std::vector<long>& lats,
+                const std::vector<std::string>& names) {
+  if (!have_gnuplot()) {
+    std::printf("--plot: gnuplot not found (Debian package gnuplot-nox): %s not written\n", png.c_str());
+    return;
+  }
+  std::string dat = png + ".dat", gp = png + ".gp";
+  auto blocks = write_plot_data(dat, cells, lats, names);
+  if (!blocks || !write_plot_script(gp, png, dat, lats, names, *blocks)) return;
+  std::string cmd = "gnuplot '" + gp + "'";
+  if (std::system(cmd.c_str()) == 0) std::printf("plot written: %s\n", png.c_str());
+  else std::printf("--plot: gnuplot failed (%s)\n", gp.c_str());
+}
+
+}  // namespace
+
+void plot_sweep(const std::string& png, std::vector<cell> cells, const options& o, bool xrt) {
+  std::vector<long> plot_lats = o.lats;
+  std::vector<std::string> names;
+  for (auto& n : o.contenders)
+    if (!is_xrt_contender(n)) names.push_back(n);
+  if (xrt) {
+    // XRT cells share latency_us with a sim latency possibly: plot them in
+    // their own panel, at latency -1 - delay.
+    plot_lats.push_back(-1 - o.xrt_delay_us);
+    for (auto& n : o.contenders)
+      if (is_xrt_contender(n)) names.push_back(n);
+    for (auto& c : cells)
+      if (is_xrt_contender(c.contender)) c.latency_us = -1 - c.latency_us;
+  }
+  write_plot(png, cells, plot_lats, names);
+}
+
+}  // namespace bench
