@@ -45,4 +45,26 @@ result run_xrtio_on(const xrtio::kernel& k, int c, std::size_t rss0, Args... arg
   return measure_on_io_thread(io, c, rss0);
 }
 
+// The runtime options of the xrtio contenders; in-loop ones have no thread.
+inline xrtio::runtime_options runtime_options_for(bool inloop) {
+  auto o = g_opts.rt;
+  o.reactor_thread = !inloop;
+  return o;
+}
+
+// xrtio-inloop: c xrtio workers on one io_context thread that drives the
+// runtime itself (xrtio::run) instead of io.run().
+template <class... Args>
+result run_xrtio_inloop_on(xrtio::runtime& rt, const xrtio::kernel& k, int c, std::size_t rss0, Args... args) {
+  asio::io_context io(1);
+  for (int w = 0; w < c; ++w) asio::co_spawn(io, xrtio_worker(k, args...), asio::detached);
+  std::thread t([&] {
+    set_thread_name("c:io");
+    xrtio::run(io, rt);
+  });
+  auto r = measure(c, rss0);
+  t.join();
+  return r;
+}
+
 }  // namespace bench

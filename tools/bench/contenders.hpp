@@ -40,6 +40,7 @@ bool prepare_xrt(long delay_us, std::string mkxclbin);
 
 // The contenders' run functions.
 result run_xrtio(std::chrono::nanoseconds lat, int c);
+result run_xrtio_inloop(std::chrono::nanoseconds lat, int c);
 result run_blocking(std::chrono::nanoseconds lat, int c);
 result run_pool(std::chrono::nanoseconds lat, int c);
 result run_loop_poll(std::chrono::nanoseconds lat, int c);
@@ -48,6 +49,7 @@ result run_raw_xrt(int c);
 result run_raw_xrt_wait(int c);
 result run_xrtio_xrt(int c);
 result run_prepared_xrt(int c);
+result run_xrtio_inloop_xrt(int c);
 #endif
 
 }  // namespace bench

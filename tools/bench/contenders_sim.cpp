@@ -20,12 +20,12 @@ struct sim_setup {
   std::unique_ptr<xrtio::runtime> rt;
   xrtio::context ctx;
   xrtio::kernel k;
-  sim_setup(std::chrono::nanoseconds latency, bool with_runtime) {
+  sim_setup(std::chrono::nanoseconds latency, bool with_runtime, bool inloop = false) {
     xrtio::sim::device_config cfg;
     cfg.latency.fixed = latency;
     ctx = named("l:dev", [&] { return xrtio::sim::open(cfg); });
     if (with_runtime) {
-      rt = named("l:rx", [] { return std::make_unique<xrtio::runtime>(g_opts.rt); });
+      rt = named("l:rx", [&] { return std::make_unique<xrtio::runtime>(runtime_options_for(inloop)); });
       ctx.bind(*rt);
     }
     k = ctx.kernel("noop");
@@ -39,6 +39,12 @@ result run_xrtio(std::chrono::nanoseconds lat, int c) {
   auto rss0 = std::size_t(rss_bytes());
   sim_setup s(lat, true);
   return run_xrtio_on(s.k, c, rss0);
+}
+
+result run_xrtio_inloop(std::chrono::nanoseconds lat, int c) {
+  auto rss0 = std::size_t(rss_bytes());
+  sim_setup s(lat, true, true);
+  return run_xrtio_inloop_on(*s.rt, s.k, c, rss0);
 }
 
 // ---- blocking-threads: one thread per run, blocking in wait() -------------------------

@@ -96,8 +96,10 @@ void start_and_wait_loop(xrt::run& r) {
 // xrtio on the same device, same kernel and arguments (all read-only: the
 // no-op device writes nothing), its threads named for the CPU split.
 struct xrtio_xrt_setup {
+  bool inloop = false;
   xrtio::context ctx = named("l:dev", [] { return xrtio::xrt_backend::open({.xclbin_path = g_xclbin}); });
-  std::unique_ptr<xrtio::runtime> rt = named("l:rx", [] { return std::make_unique<xrtio::runtime>(g_opts.rt); });
+  std::unique_ptr<xrtio::runtime> rt =
+      named("l:rx", [this] { return std::make_unique<xrtio::runtime>(runtime_options_for(inloop)); });
   xrtio::kernel k = (ctx.bind(*rt), ctx.kernel("vadd"));
   xrtio::buffer a = ctx.alloc(4096), b = ctx.alloc(4096), o = ctx.alloc(4096);
 };
@@ -185,6 +187,13 @@ result run_xrtio_xrt(int c) {
   auto rss0 = std::size_t(rss_bytes());
   xrtio_xrt_setup x;
   return run_xrtio_on(x.k, c, rss0, xrtio::in(x.a), xrtio::in(x.b), xrtio::in(x.o), std::uint32_t{4});
+}
+
+// xrtio-inloop@xrt: the same, driven by the io thread (xrtio::run).
+result run_xrtio_inloop_xrt(int c) {
+  auto rss0 = std::size_t(rss_bytes());
+  xrtio_xrt_setup x{true};
+  return run_xrtio_inloop_on(*x.rt, x.k, c, rss0, xrtio::in(x.a), xrtio::in(x.b), xrtio::in(x.o), std::uint32_t{4});
 }
 
 result run_prepared_xrt(int c) {

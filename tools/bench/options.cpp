@@ -42,7 +42,8 @@ void print_usage() {
                "usage: xrtio-bench [--quick] [--repeat N] [--window SECONDS] [--json FILE] [--plot FILE.png]\n"
                "                   [--latencies US,..] [--in-flight C,..] [--contenders NAME,..]\n"
                "                   [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US] [--no-predict]\n"
-               "contenders: xrtio blocking-threads pool-offload loop-poll raw-xrt raw-xrt-wait xrtio@xrt xrtio-prepared@xrt\n");
+               "contenders: xrtio xrtio-inloop blocking-threads pool-offload loop-poll raw-xrt raw-xrt-wait xrtio@xrt\n"
+               "            xrtio-prepared@xrt xrtio-inloop@xrt\n");
 }
 
 // Reads argv[i] (and its value, advancing i); false for an unknown option.
@@ -75,7 +76,8 @@ bool options::wants(const std::string& n) const {
 }
 
 bool options::wants_xrt() const {
-  return !no_xrt && (wants("raw-xrt") || wants("raw-xrt-wait") || wants("xrtio@xrt") || wants("xrtio-prepared@xrt"));
+  return !no_xrt && (wants("raw-xrt") || wants("raw-xrt-wait") || wants("xrtio@xrt") || wants("xrtio-prepared@xrt") ||
+                     wants("xrtio-inloop@xrt"));
 }
 
 std::optional<options> parse_options(int argc, char** argv) {

@@ -52,23 +52,25 @@ void print_row(const cell& c) {
 }
 
 void print_sim_ratios(const std::vector<cell>& cells, const options& o) {
-  for (long l : o.lats)
-    for (long cc : o.cs) {
-      auto* x = find_cell(cells, "xrtio", l, int(cc));
-      if (!x) continue;
-      for (auto& n : o.contenders) {
-        if (n == "xrtio" || is_xrt_contender(n)) continue;
-        if (auto* other = find_cell(cells, n, l, int(cc)); other && other->med.runs_per_s > 0)
-          std::printf("  L=%4ld us C=%5ld  xrtio / %-16s throughput %7.2fx\n", l, cc, n.c_str(),
-                      x->med.runs_per_s / other->med.runs_per_s);
+  for (const char* xn : {"xrtio", "xrtio-inloop"})
+    for (long l : o.lats)
+      for (long cc : o.cs) {
+        auto* x = find_cell(cells, xn, l, int(cc));
+        if (!x) continue;
+        for (auto& n : o.contenders) {
+          if (n == "xrtio" || n == "xrtio-inloop" || is_xrt_contender(n)) continue;
+          auto* other = find_cell(cells, n, l, int(cc));
+          if (!other || other->med.runs_per_s <= 0) continue;
+          std::printf("  L=%4ld us C=%5ld  %-12s / %-16s throughput %7.2fx  cpu/run %7.2fx\n", l, cc, xn, n.c_str(),
+                      x->med.runs_per_s / other->med.runs_per_s, x->med.cpu_us / std::max(1e-9, other->med.cpu_us));
+        }
       }
-    }
 }
 
 void print_xrt_ratios(const std::vector<cell>& cells, const options& o) {
   const long d = o.xrt_delay_us;
   for (long cc : o.cs)
-    for (const char* xn : {"xrtio@xrt", "xrtio-prepared@xrt"})
+    for (const char* xn : {"xrtio@xrt", "xrtio-prepared@xrt", "xrtio-inloop@xrt"})
       for (const char* on : {"raw-xrt", "raw-xrt-wait"})
         if (auto *x = find_cell(cells, xn, d, int(cc)), *other = find_cell(cells, on, d, int(cc)); x && other)
           std::printf("  XRT no-op (%ld us) C=%5ld  %-18s / %-12s throughput %.3fx\n", d, cc, xn, on,
