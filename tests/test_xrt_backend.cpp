@@ -13,6 +13,7 @@
 //   - device loss;
 //   - kernel results (the no-op device leaves outputs untouched).
 #include <doctest/doctest.h>
+#include <xrtio/xrt_native.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -160,8 +161,11 @@ TEST_CASE("xrt: open loads a synthesized vadd and reports its arguments and grou
   }
   CHECK(k.args()[3].kind == xrtio::backend::arg_kind::scalar);
   CHECK(k.args()[3].size == 4);
-  auto* dev = dynamic_cast<xb::device*>(&ctx.native());
-  REQUIRE(dev);
+  auto* dev = &xb::device_of(ctx);  // checked access
+  CHECK(dev == dynamic_cast<xb::device*>(&ctx.native()));
+  CHECK(static_cast<bool>(xb::native_xrt_device(ctx)));  // XRT's own device object
+  CHECK(code_of([] { (void)xb::device_of(xrtio::sim::open()); }) == errc::not_supported);
+  CHECK(code_of([] { (void)xb::native_xrt_device(xrtio::context()); }) == errc::not_supported);
   CHECK(dev->index() == 0);
   CHECK(dev->xclbin().kernels.size() == 1);
   CHECK(dev->xclbin().kernels[0].compute_units.size() == 1);

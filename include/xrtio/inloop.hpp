@@ -16,7 +16,7 @@ namespace xrtio {
 /// takes rt's new runs, polls their states, enforces deadlines and aborts,
 /// and posts completions (to `io` when their handlers live there: they run
 /// in the same call). While rt has runs in flight and nothing else is ready
-/// it polls for runtime_options::inloop_spin, then sleeps in io.run_one_for
+/// it polls for runtime_options::inloop_spin, then sleeps in io.run_one_until
 /// with a backoff; with none in flight it blocks in io.run_one(), woken by
 /// work from other threads (including runs submitted there).
 ///

@@ -11,22 +11,10 @@
 #include <vector>
 
 #include "xrtio/async_run.hpp"
+#include "xrtio/detail/prepared_state.hpp"
 
 namespace xrtio {
 
-namespace detail {
-struct prepared_state {
-  xrtio::kernel kernel;
-  std::vector<arg_slot> slots;
-  std::vector<access_request> reqs;
-  run_options options;
-  backend::native_run_ptr run;  // bound once; never destroyed before a final state (invariant 2)
-  std::atomic<bool> in_flight{false};
-  ~prepared_state();
-};
-std::shared_ptr<prepared_state> make_prepared(const kernel& k, std::vector<arg_slot> slots, std::size_t given,
-                                              const run_options& options);
-}  // namespace detail
 
 /// A run whose arguments are checked and bound once (prepare) and which
 /// executes many times (async_execute) with no allocation per execution.

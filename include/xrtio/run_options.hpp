@@ -15,17 +15,21 @@ class runtime;
 /// The most arguments one run takes.
 inline constexpr std::size_t max_arguments = 64;
 
-/// A buffer argument with the access it declares (invariant 6).
+/// How a run argument uses its buffer: read (shared with other readers) or
+/// write (exclusive) (docs/DESIGN.md, invariant 6).
+using access_mode = detail::access_mode;
+
+/// A buffer argument with the access it declares.
 struct buffer_arg {
   xrtio::buffer buffer;
-  detail::access_mode mode = detail::access_mode::write;
+  access_mode mode = access_mode::write;
 };
 /// The device only reads `b`: shared with other readers.
-inline buffer_arg in(buffer b) { return {std::move(b), detail::access_mode::read}; }
+inline buffer_arg in(buffer b) { return {std::move(b), access_mode::read}; }
 /// The device writes `b`: exclusive.
-inline buffer_arg out(buffer b) { return {std::move(b), detail::access_mode::write}; }
+inline buffer_arg out(buffer b) { return {std::move(b), access_mode::write}; }
 /// The device reads and writes `b`: exclusive.
-inline buffer_arg inout(buffer b) { return {std::move(b), detail::access_mode::write}; }
+inline buffer_arg inout(buffer b) { return {std::move(b), access_mode::write}; }
 
 /// What a run does when an argument's range is held by someone else.
 enum class conflict_policy {

@@ -33,7 +33,8 @@ struct runtime_options {
   /// final state (after aborting them) before retaining the rest.
   std::chrono::nanoseconds shutdown_grace = std::chrono::seconds(2);
   /// Fallback for backends whose state() alone does not advance: every
-  /// refresh_interval, one bounded wait_for(refresh_wait) on the oldest run. 0 = off.
+  /// refresh_interval, one bounded wait_for(refresh_wait) on the run at the
+  /// head of the reactor's device list (the newest). 0 = off.
   std::chrono::nanoseconds refresh_interval{0};
   std::chrono::nanoseconds refresh_wait = std::chrono::milliseconds(1);
   /// Most completions handed to one executor in one batch.
@@ -92,7 +93,8 @@ struct runtime_stats {
   bool io_uring = false;        ///< the wait primitive is io_uring (else eventfd + ppoll)
 };
 
-/// Owns one reactor thread. Destroying it aborts what is in flight, waits up
+/// Owns one reactor thread (or, with runtime_options::reactor_thread false,
+/// none: xrtio::run drives it). Destroying it aborts what is in flight, waits up
 /// to shutdown_grace, retains the rest, and never hangs. Runs find their
 /// runtime through run_options::runtime, else the context's (context::bind),
 /// else default_runtime().

@@ -19,6 +19,9 @@ constexpr std::chrono::nanoseconds initial_backoff = std::chrono::microseconds(5
 }  // namespace
 
 reactor::reactor(runtime_options o) : opts_(o), waiter_(o.use_io_uring) {
+  // In-loop mode spins while runs are in flight: predictions would never be
+  // used, and giving them up costs scans.
+  if (driven()) opts_.predict_completions = false;
   aborter_ = aborter::start([this] { wake(); });
   if (!driven()) thread_ = std::thread([this] { run(); });
 }
@@ -188,8 +191,9 @@ bool reactor::take_requests(clock::time_point now) noexcept {
 
 // Fallback for backends whose state() does not advance by itself
 // (runtime_options::refresh_interval): one bounded wait on the run at the
-// head of device_.
-void reactor::refresh_oldest(clock::time_point now) noexcept {
+// head of device_ (the newest; a wait there refreshes the device's view of
+// every command on the backends that need it).
+void reactor::refresh_head(clock::time_point now) noexcept {
   if (opts_.refresh_interval.count() <= 0 || device_.empty() || now - last_refresh_ < opts_.refresh_interval) return;
   last_refresh_ = now;
   auto* op = device_.front();
@@ -207,7 +211,7 @@ reactor::pass_result reactor::pass(clock::time_point now) noexcept {
   r.activity = take_requests(now);
   r.found = scan(now);
   r.activity |= r.found.finished;
-  refresh_oldest(now);
+  refresh_head(now);
   if (!done_.empty()) {
     flush_completions();
     r.activity = true;
@@ -223,7 +227,10 @@ reactor::pass_result reactor::pass(clock::time_point now) noexcept {
 // The reactor thread's loop (and, in in-loop mode, the destructor's: it
 // drives the shutdown itself).
 void reactor::run() noexcept {
-  ::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(std::max<std::int64_t>(1, opts_.timer_slack.count())), 0, 0,
+  // A precise timer for the reactor's own thread only (not for a thread
+  // that drives an in-loop runtime's shutdown).
+  if (!driven())
+    ::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(std::max<std::int64_t>(1, opts_.timer_slack.count())), 0, 0,
           0);
   pacing pace{clock::now(), initial_backoff};
   for (;;) {

@@ -88,7 +88,7 @@ class reactor final : public access_listener {
   void intake() noexcept;
   void rest(clock::time_point now, const scan_result& found, pacing& pace) noexcept;
   void sleep(clock::time_point until, std::span<backend::native_device* const> sources = {}) noexcept;
-  void refresh_oldest(clock::time_point now) noexcept;
+  void refresh_head(clock::time_point now) noexcept;
   void start_on_device(run_op_base* op) noexcept;
   void to_device(run_op_base* op) noexcept;
 

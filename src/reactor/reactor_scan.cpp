@@ -202,7 +202,10 @@ void reactor::retain(run_op_base* op) noexcept {
   op->result = op->core.result(op->core.native() ? op->core.native()->state() : run_state::running);
   op->core.retain(op->ticket);
   op->ec = errc::abort_failed;
-  rc::bump(counters_.retained);
+  // After the thread's end, submitters may retain orphans concurrently
+  // (complete_orphans): then the single-writer bump would lose counts.
+  if (stopped_.load(std::memory_order_relaxed)) counters_.retained.fetch_add(1, std::memory_order_relaxed);
+  else rc::bump(counters_.retained);
   op->ph = run_op_base::phase::finished;
   done_.push_back(op);
 }

@@ -51,10 +51,13 @@ reactor::shutdown_step reactor::shutdown_progress(clock::time_point now) noexcep
 void reactor::drain_after_stop() noexcept {
   stopped_.store(true, std::memory_order_seq_cst);
   intake();
-  while (auto* op = device_.pop_front()) retain(op);  // started by a submitter racing the shutdown
+  while (auto* op = device_.pop_front()) {  // started by a submitter racing the shutdown
+    leave_device(op);
+    retain(op);
+  }
   while (auto* op = waiting_.pop_front()) {
-    op->core.withdraw(op);
-    fail(op, errc::shut_down);
+    rc::bump(counters_.failed);
+    withdraw_waiting(op, errc::shut_down);
   }
   flush_completions();
 }

@@ -19,7 +19,9 @@ class atomic_intrusive_stack {
     while (!head_.compare_exchange_weak(head, n, std::memory_order_seq_cst, std::memory_order_relaxed));
   }
   bool empty() const noexcept { return head_.load(std::memory_order_seq_cst) == nullptr; }
-  /// Consumer only: everything pushed so far, oldest first, null-terminated.
+  /// Everything pushed so far, oldest first, null-terminated. Any thread may
+  /// take (the exchange hands each node to exactly one taker); in the
+  /// reactor only its thread does, except after it ended.
   T* take_all_fifo() noexcept {
     T* lifo = head_.exchange(nullptr, std::memory_order_acquire);
     T* fifo = nullptr;
