@@ -2,7 +2,9 @@
 # the device/xclbin inspector. Built only when CMake found XRT.
 if(XRT_FOUND)
   # Needs only XRT's xclbin.h (struct layouts); links nothing from XRT.
-  add_executable(xrtio-mkxclbin xrtio-mkxclbin.cpp)
+  add_executable(xrtio-mkxclbin
+    mkxclbin/main.cpp mkxclbin/description.cpp mkxclbin/fields.cpp mkxclbin/uuid.cpp
+    mkxclbin/sections.cpp mkxclbin/metadata_xml.cpp mkxclbin/xclbin_writer.cpp)
   target_include_directories(xrtio-mkxclbin PRIVATE ${XRT_INCLUDE_DIR})
   target_compile_options(xrtio-mkxclbin PRIVATE -Wall -Wextra)
 
