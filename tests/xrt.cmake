@@ -66,6 +66,8 @@ else()
   target_link_libraries(test_xrt_wait PRIVATE XRT::xrt_coreutil)
 
   xrtio_test(test_xrt_backend test_xrt_backend.cpp)
+  # xrtio/xrt_native.hpp includes XRT's headers: users of it link XRT::xrt_coreutil too.
+  target_link_libraries(test_xrt_backend PRIVATE XRT::xrt_coreutil)
   target_compile_definitions(test_xrt_backend PRIVATE ${_xrtio_xrt_defs})
   add_dependencies(test_xrt_backend xrtio-mkxclbin)
 

@@ -1,6 +1,6 @@
 // XRT's own device object behind an xrtio context, for code that calls XRT
 // directly beside xrtio. Kept apart from xrt.hpp because it includes XRT's
-// headers (-I/usr/include/xrt on Debian).
+// headers: link XRT::xrt_coreutil (or add -I/usr/include/xrt on Debian).
 #pragma once
 
 #include <xrt/xrt_device.h>
