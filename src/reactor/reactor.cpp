@@ -39,7 +39,7 @@ void reactor::wake() noexcept {
   // the loop sleeps. A driver is only called while it is blocked, which it
   // announces through sleeping_ before and after (block_begin/block_end).
   if (sleeping_.load(std::memory_order_seq_cst) && !wake_pending_.exchange(true, std::memory_order_acq_rel)) {
-    if (driven() && driver_attached_.load(std::memory_order_acquire)) driver_waker_(driver_ctx_);
+    if (driven()) wake_driver();
     else waiter_.notify();
   }
 }
@@ -264,17 +264,20 @@ void reactor::block_end() noexcept {
   if (wake_pending_.exchange(false, std::memory_order_acq_rel)) reactor_counters::bump(counters_.wakeups);
 }
 
+// Under driver_mutex_: a driver that detaches (and may then destroy its
+// io_context) never has a wake-up posted to it afterwards. Only wake-ups of
+// a blocked driver take the lock, never the hot path.
+void reactor::wake_driver() noexcept {
+  std::lock_guard lock(driver_mutex_);
+  if (driver_waker_) driver_waker_(driver_ctx_);
+  else waiter_.notify();  // no driver: the destructor's own shutdown loop waits there
+}
+
 void reactor::attach_driver(void (*waker)(void*), void* ctx) {
-  if (!waker) {
-    driver_attached_.store(false, std::memory_order_release);
-    driver_claimed_.store(false, std::memory_order_release);
-    return;
-  }
-  if (driver_claimed_.exchange(true, std::memory_order_acq_rel))
-    throw error(errc::busy, "xrtio::run: another thread drives this runtime");
+  std::lock_guard lock(driver_mutex_);
+  if (waker && driver_waker_) throw error(errc::busy, "xrtio::run: another thread drives this runtime");
   driver_waker_ = waker;
   driver_ctx_ = ctx;
-  driver_attached_.store(true, std::memory_order_release);
 }
 
 // Between passes: spin while activity is recent or a completion is about to

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "aborter.hpp"
@@ -83,6 +84,7 @@ class reactor final : public access_listener {
   void push(run_op_base* op) noexcept;
   void complete_orphans() noexcept;
   void wake() noexcept;
+  void wake_driver() noexcept;
   void run() noexcept;
   bool take_requests(clock::time_point now) noexcept;
   void intake() noexcept;
@@ -149,9 +151,8 @@ class reactor final : public access_listener {
   std::thread thread_;
   // In-loop mode: the driver's waker (called instead of the wait
   // primitive's notify while the driver blocks) and whether one is attached.
-  std::atomic<bool> driver_claimed_{false};   // a driver is in xrtio::run
-  std::atomic<bool> driver_attached_{false};  // ... and its waker is set
-  void (*driver_waker_)(void*) = nullptr;
+  std::mutex driver_mutex_;
+  void (*driver_waker_)(void*) = nullptr;  // set while a driver is in xrtio::run
   void* driver_ctx_ = nullptr;
 };
 

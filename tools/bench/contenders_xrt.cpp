@@ -9,7 +9,6 @@
 #include <xrt/xrt_kernel.h>
 
 #include <algorithm>
-#include <barrier>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -163,23 +162,24 @@ result run_raw_xrt_wait(int c) {
   int n = std::min(c, max_threads);
   std::vector<std::thread> ts;
   ts.reserve(std::size_t(n));
-  // XRT 2.13's no-op driver is not safe against one thread destroying an
-  // xrt::run (xclFreeBO) while another starts one (xclExecBuf): start()
-  // threw "no such bo handle" and, uncaught in this thread, ended the
-  // process (issue 9's crash, seen in a core dump). So every thread keeps
-  // its run until all have stopped starting theirs.
-  std::barrier done_starting(n);
+  // XRT 2.13 with its no-op driver is not safe against xrt::run objects
+  // destroyed while another thread starts a run (start() threw "no such bo
+  // handle" from xclExecBuf), nor against runs destroyed from many threads
+  // at once (the kernel's destructor then threw the same from xclFreeBO):
+  // issue 9's crashes, both seen in core dumps. So the runs are made and
+  // destroyed here, on one thread, before and after the cell; the threads
+  // only start and wait.
+  std::vector<xrt::run> runs;
+  runs.reserve(std::size_t(n));
+  for (int i = 0; i < n; ++i) runs.push_back(x.make_run());
   for (int i = 0; i < n; ++i)
-    ts.emplace_back([&] {
+    ts.emplace_back([&runs, i] {
       set_thread_name("c:blk");
-      {
-        xrt::run r = x.make_run();
-        start_and_wait_loop(r);
-        done_starting.arrive_and_wait();
-      }
+      start_and_wait_loop(runs[std::size_t(i)]);
     });
   auto r = measure(n, rss0);
   for (auto& t : ts) t.join();
+  runs.clear();  // one thread, after every start ended
   return r;
 }
 
