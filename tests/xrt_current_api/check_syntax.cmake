@@ -1,10 +1,10 @@
-# CTest xrt.current_api_syntax: compiles src/backends/xrt/xrt_device.cpp with
+# CTest xrt.current_api_syntax: compiles every src/backends/xrt/ source with
 # -fsyntax-only against the declaration-only current-XRT headers in this
 # directory (README.md), so its hw_context branch is compiled in CI although
 # only XRT 2.13 is installed. Fails when:
 #  - the compile fails;
 #  - the hw_context branch was not the one compiled (XRTIO_EXPECT_HW_CONTEXT
-#    makes xrt_device.cpp #error), or xrt::run's wait2 was not detected
+#    makes xrt_api.hpp #error), or xrt::run's wait2 was not detected
 #    (XRTIO_EXPECT_WAIT2 makes it static_assert);
 #  - any of the installed (2.13) XRT C++ headers was used instead of these.
 #
@@ -32,7 +32,7 @@ endforeach()
 execute_process(COMMAND ${CXX} ${flags} -fsyntax-only ${SRC}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "xrt_device.cpp does not compile against current XRT's API (${SHIM}):\n${out}${err}")
+  message(FATAL_ERROR "the XRT backend does not compile against current XRT's API (${SHIM}):\n${out}${err}")
 endif()
 if(err)
   message(STATUS "compiler diagnostics:\n${err}")
@@ -50,7 +50,7 @@ set(shim_used 0)
 foreach(d IN LISTS deps)
   if(d MATCHES "^${XRT_INCLUDE_DIR}/(xrt|experimental)/")
     message(FATAL_ERROR "the syntax check read the installed XRT C++ header ${d}: "
-                        "a header xrt_device.cpp includes is missing from ${SHIM}")
+                        "a header the XRT backend includes is missing from ${SHIM}")
   endif()
   if(d MATCHES "xrt_current_api/xrt/xrt_hw_context.h$")
     set(shim_used 1)
@@ -59,4 +59,4 @@ endforeach()
 if(NOT shim_used)
   message(FATAL_ERROR "the syntax check did not read ${SHIM}/xrt/xrt_hw_context.h")
 endif()
-message(STATUS "xrt_device.cpp compiles against current XRT's API (hw_context, wait2)")
+message(STATUS "the XRT backend compiles against current XRT's API (hw_context, wait2)")
