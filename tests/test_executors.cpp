@@ -67,6 +67,29 @@ asio::awaitable<void> strand_worker(xrtio::context ctx, strand_tally& t, token_k
   }
 }
 
+/// Every tally resumed `n` times, all in its strand, without errors.
+void check_tallies(const std::vector<std::unique_ptr<strand_tally>>& tallies, int n) {
+  for (auto& t : tallies) {
+    CHECK(t->resumes == n);
+    CHECK(t->in_strand == n);
+    CHECK(t->errors == 0);
+  }
+}
+
+/// One coroutine per strand of `io` (8 strands), made by `body(tally)`;
+/// runs `io` on 4 threads, then checks each tally resumed `n` times in its strand.
+template <class Body>
+void run_strand_coroutines(Body body, int n) {
+  asio::io_context io;
+  std::vector<std::unique_ptr<strand_tally>> tallies;
+  for (int s = 0; s < strands; ++s) {
+    tallies.push_back(std::make_unique<strand_tally>(strand_tally{asio::make_strand(io)}));
+    asio::co_spawn(tallies.back()->strand, body(*tallies.back()), rtest::rethrow);
+  }
+  run_threads(io);
+  check_tallies(tallies, n);
+}
+
 void check_strand_coroutines(token_kind kind) {
   fixture f(jittery());
   asio::io_context io;
@@ -246,69 +269,43 @@ TEST_CASE("executors: a user-defined executor type runs the handler") {
 
 TEST_CASE("executors: prepared runs and chains complete in the strand of a coroutine on a multi-threaded io_context") {
   fixture f(jittery());
-  asio::io_context io;
-  std::vector<std::unique_ptr<strand_tally>> tallies;
-  for (int s = 0; s < strands; ++s) {
-    tallies.push_back(std::make_unique<strand_tally>(strand_tally{asio::make_strand(io)}));
-    auto& t = *tallies.back();
-    asio::co_spawn(
-        t.strand,
-        [&f, &t]() -> asio::awaitable<void> {
-          auto p = xrtio::prepare(f.ctx.kernel("noop"));
-          for (int i = 0; i < 20; ++i) {
-            co_await xrtio::async_execute(p, asio::use_awaitable);
-            ++t.resumes;
-            if (t.strand.running_in_this_thread()) ++t.in_strand;
-            std::vector<xrtio::prepared_run> chain{xrtio::prepare(f.ctx.kernel("noop")),
-                                                   xrtio::prepare(f.ctx.kernel("noop"))};
-            auto r = co_await xrtio::async_run_chain(std::move(chain), asio::use_awaitable);
-            ++t.resumes;
-            if (t.strand.running_in_this_thread()) ++t.in_strand;
-            if (r.completed != 2) ++t.errors;
-            // An empty chain completes at once, still through the strand.
-            co_await xrtio::async_run_chain({}, asio::use_awaitable);
-            ++t.resumes;
-            if (t.strand.running_in_this_thread()) ++t.in_strand;
-          }
-        },
-        rtest::rethrow);
-  }
-  run_threads(io);
-  for (auto& t : tallies) {
-    CHECK(t->resumes == 60);
-    CHECK(t->in_strand == 60);
-    CHECK(t->errors == 0);
-  }
+  run_strand_coroutines(
+      [&f](strand_tally& t) -> asio::awaitable<void> {
+        auto p = xrtio::prepare(f.ctx.kernel("noop"));
+        for (int i = 0; i < 20; ++i) {
+          co_await xrtio::async_execute(p, asio::use_awaitable);
+          ++t.resumes;
+          if (t.strand.running_in_this_thread()) ++t.in_strand;
+          std::vector<xrtio::prepared_run> chain{xrtio::prepare(f.ctx.kernel("noop")),
+                                                 xrtio::prepare(f.ctx.kernel("noop"))};
+          auto r = co_await xrtio::async_run_chain(std::move(chain), asio::use_awaitable);
+          ++t.resumes;
+          if (t.strand.running_in_this_thread()) ++t.in_strand;
+          if (r.completed != 2) ++t.errors;
+          // An empty chain completes at once, still through the strand.
+          co_await xrtio::async_run_chain({}, asio::use_awaitable);
+          ++t.resumes;
+          if (t.strand.running_in_this_thread()) ++t.in_strand;
+        }
+      },
+      60);
 }
 
-TEST_CASE("executors: rejected runs (bad arguments, busy prepared run) complete in the caller's strand") {
+TEST_CASE("executors: runs rejected for bad arguments complete in the caller's strand") {
   fixture f;
-  asio::io_context io;
-  std::vector<std::unique_ptr<strand_tally>> tallies;
-  for (int s = 0; s < strands; ++s) {
-    tallies.push_back(std::make_unique<strand_tally>(strand_tally{asio::make_strand(io)}));
-    auto& t = *tallies.back();
-    asio::co_spawn(
-        t.strand,
-        [&f, &t]() -> asio::awaitable<void> {
-          auto v = rtest::make_vadd(f.ctx);
-          for (int i = 0; i < 20; ++i) {
-            // Wrong argument count: rejected before the device.
-            auto [ec, r] = co_await xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a),
-                                                     asio::experimental::as_tuple(asio::use_awaitable));
-            ++t.resumes;
-            if (t.strand.running_in_this_thread()) ++t.in_strand;
-            if (ec != xrtio::errc::argument_count) ++t.errors;
-          }
-        },
-        rtest::rethrow);
-  }
-  run_threads(io);
-  for (auto& t : tallies) {
-    CHECK(t->resumes == 20);
-    CHECK(t->in_strand == 20);
-    CHECK(t->errors == 0);
-  }
+  run_strand_coroutines(
+      [&f](strand_tally& t) -> asio::awaitable<void> {
+        auto v = rtest::make_vadd(f.ctx);
+        for (int i = 0; i < 20; ++i) {
+          // Wrong argument count: rejected before the device.
+          auto [ec, r] = co_await xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a),
+                                                   asio::experimental::as_tuple(asio::use_awaitable));
+          ++t.resumes;
+          if (t.strand.running_in_this_thread()) ++t.in_strand;
+          if (ec != xrtio::errc::argument_count) ++t.errors;
+        }
+      },
+      20);
 }
 
 TEST_CASE("executors: runtime shutdown completes pending runs in their strands") {
