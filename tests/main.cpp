@@ -36,6 +36,17 @@ void start_watchdog() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --xrtio-reactor=inloop: the reactor suites run their runtimes in in-loop
+  // mode (tests/reactor_support.hpp); taken out before doctest sees it.
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--xrtio-reactor=inloop")
+      ::setenv("XRTIO_TEST_REACTOR", "inloop", 1);
+    else
+      argv[kept++] = argv[i];
+  }
+  argc = kept;
+  argv[argc] = nullptr;
   doctest::Context context(argc, argv);
   // Listing or discovering tests (CTest's doctest_discover_tests) needs no watchdog.
   bool listing = false;

@@ -6,6 +6,9 @@
 #include <asio.hpp>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
 #include <exception>
 #include <thread>
 #include <vector>
@@ -30,9 +33,60 @@ using clock = std::chrono::steady_clock;
 
 inline constexpr bool sanitized = XRTIO_TEST_SANITIZED != 0;
 
+/// Which of the runtime's two modes the reactor suites run in: CTest
+/// registers every reactor suite twice, the second time with
+/// --xrtio-reactor=inloop (tests/main.cpp turns it into this variable).
+inline bool inloop_mode() {
+  const char* m = std::getenv("XRTIO_TEST_REACTOR");
+  return m != nullptr && std::string_view(m) == "inloop";
+}
+
+/// The runtime of the reactor suites, in the mode the run asks for. Reactor
+/// mode: an ordinary runtime with its reactor thread. In-loop mode: a runtime
+/// made with reactor_thread = false and driven by xrtio::run on an io_context
+/// thread of its own, so every deadline, abort, retention and completion
+/// goes through the in-loop driver while the test's handlers stay on the
+/// test's executors (tests/test_inloop.cpp covers handlers on the driving
+/// thread itself).
+class mode_runtime : public xrtio::runtime {
+ public:
+  explicit mode_runtime(xrtio::runtime_options o = {}) : xrtio::runtime(adjust(o)) {
+    if (!inloop_mode()) return;
+    driver_ = std::thread([this] {
+      try {
+        xrtio::run(io_, *this);
+      } catch (...) {
+        driver_error_ = std::current_exception();
+      }
+    });
+  }
+  ~mode_runtime() {
+    // The driver stops first; the runtime's destructor then aborts and
+    // completes what is still in flight by itself.
+    if (driver_.joinable()) {
+      guard_.reset();
+      io_.stop();
+      driver_.join();
+    }
+    if (driver_error_) std::terminate();  // xrtio::run threw: a defect
+  }
+  mode_runtime(const mode_runtime&) = delete;
+  mode_runtime& operator=(const mode_runtime&) = delete;
+
+ private:
+  static xrtio::runtime_options adjust(xrtio::runtime_options o) {
+    if (inloop_mode()) o.reactor_thread = false;
+    return o;
+  }
+  asio::io_context io_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_{io_.get_executor()};
+  std::exception_ptr driver_error_;
+  std::thread driver_;
+};
+
 /// A simulated device bound to its own runtime.
 struct fixture {
-  xrtio::runtime rt;
+  mode_runtime rt;
   xrtio::context ctx;
   explicit fixture(xrtio::sim::device_config cfg = {}, xrtio::runtime_options o = {}) : rt(o) {
     ctx = xrtio::sim::open(std::move(cfg));

@@ -4,6 +4,7 @@
 #include <asio.hpp>
 #include <asio/experimental/as_tuple.hpp>
 
+#include "reactor_support.hpp"
 #include "xrtio/xrtio.hpp"
 
 using namespace std::chrono_literals;
@@ -11,7 +12,7 @@ constexpr auto as_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 
 namespace {
 struct fixture {
-  xrtio::runtime rt;
+  rtest::mode_runtime rt;
   std::shared_ptr<xrtio::sim::device> dev;
   xrtio::context ctx;
   explicit fixture(xrtio::sim::device_config cfg = {}) : dev(xrtio::sim::make_device(std::move(cfg))), ctx(dev) {

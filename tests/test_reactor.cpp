@@ -29,7 +29,7 @@ using rtest::make_vadd;
 using rtest::vadd_ok;
 
 TEST_CASE("smoke: async_run with a callback completes vadd") {
-  xrtio::runtime rt;
+  rtest::mode_runtime rt;
   auto ctx = xrtio::sim::open();
   ctx.bind(rt);
   auto a = ctx.alloc(64), b = ctx.alloc(64), c = ctx.alloc(64);

@@ -319,7 +319,7 @@ TEST_CASE("reactor: memory of a retained run is never handed back while the devi
   // Refuses aborts; after 1 ms of hang the kernel body runs (and never stops).
   cfg.faults.push_back({.kernel = "canary", .what = sim::fault::refuse_abort, .duration = 1ms});
   auto ctx = sim::open(std::move(cfg));
-  xrtio::runtime rt;
+  rtest::mode_runtime rt;
   ctx.bind(rt);
   {
     auto buf = ctx.alloc(size);

@@ -30,7 +30,7 @@ TEST_CASE("reactor: every handler is called exactly once over many randomized ru
     if (x < 14) return {.kernel = "", .what = sim::fault::hang, .duration = std::chrono::microseconds(100 + rtest::mix(n) % 2000)};
     return {};
   };
-  xrtio::runtime rt;
+  rtest::mode_runtime rt;
   auto ctx = sim::open(std::move(cfg));
   ctx.bind(rt);
   auto vadd = ctx.kernel("vadd");

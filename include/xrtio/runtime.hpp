@@ -15,7 +15,10 @@ struct access;
 }
 
 struct runtime_options {
-  /// Keep polling without sleeping for this long after the last activity.
+  /// Keep polling without sleeping for up to this long after the last
+  /// activity while runs are in flight. Adaptive: a spin that finds nothing
+  /// halves the next one (down to none); activity within the window restores
+  /// it (docs/DESIGN.md, "Adaptive spinning"). 0 = never spin.
   std::chrono::nanoseconds spin_window = std::chrono::microseconds(20);
   /// Longest sleep between polls while runs are in flight on a device that
   /// offers no completion event (and a safety net when it does).
@@ -43,10 +46,14 @@ struct runtime_options {
   /// runs took (device completion time - start), and while they are due
   /// sleep only until shortly before the predicted time, then poll, instead
   /// of sleeping until the device signals. The completion is then seen
-  /// without a wake-up hop, for a short spin (the reactor's timer lateness
-  /// plus prediction_margin) per prediction. Off: the reactor sleeps on the
-  /// device's event (or its poll backoff) after spin_window.
-  bool predict_completions = true;
+  /// without a wake-up hop, for a spin of the reactor's timer lateness plus
+  /// prediction_margin per prediction. Off (the default): the reactor sleeps
+  /// on the device's event (or its poll backoff) once its spin ends. Measured
+  /// on a 2-core VM at 50 us runs, one in flight: 2-3x lower resume p50 when
+  /// wake-ups are slow, ~2 us lower when they are fast, for 1.05-2.5x the CPU
+  /// per run (docs/PERFORMANCE.md, "Completion prediction"): for latency
+  /// first, prefer in-loop mode.
+  bool predict_completions = false;
   /// Extra time added to the measured timer lateness when waking before a
   /// predicted completion; also how long past it the reactor keeps polling
   /// before it gives up on a prediction and sleeps.

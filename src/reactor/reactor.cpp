@@ -238,7 +238,10 @@ void reactor::run() noexcept {
     auto r = pass(now);
     if (r.exit) break;
     if (r.again) continue;
-    if (r.activity) pace = {now, initial_backoff};
+    if (r.activity) {
+      if (pace.in_flight) spin_.activity_after(now - pace.last_activity);
+      pace = {now, initial_backoff};
+    }
     rest(now, r.found, pace);
   }
   drain_after_stop();
@@ -280,8 +283,9 @@ void reactor::attach_driver(void (*waker)(void*), void* ctx) {
   driver_ctx_ = ctx;
 }
 
-// Between passes: spin while activity is recent or a completion is about to
-// be scanned for, poll towards a predicted completion, else sleep.
+// Between passes: spin while activity is recent (for the adaptive budget of
+// spin_policy) or a completion is about to be scanned for, poll towards a
+// predicted completion, else sleep.
 void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace) noexcept {
   if (device_.empty() && waiting_.empty()) {
     if (shutting_down_) return;
@@ -289,9 +293,14 @@ void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace
     pace.last_activity = clock::now();
     return;
   }
-  if ((now - pace.last_activity < opts_.spin_window || signalled_) && !device_.empty()) {
+  if (!device_.empty()) pace.in_flight = true;
+  if ((now - pace.last_activity < spin_.budget() || signalled_) && !device_.empty()) {
     cpu_relax();  // signalled_: completions to scan for once the scan gap has passed
     return;
+  }
+  if (!device_.empty() && !pace.missed && spin_.budget().count() > 0) {
+    pace.missed = true;
+    spin_.missed();
   }
   // A run is predicted to finish within the wake-up lateness: poll for it
   // rather than pay a wake-up hop after it. Only with few runs in flight:

@@ -15,6 +15,7 @@
 #include "completion_predictor.hpp"
 #include "device_tracker.hpp"
 #include "reactor_counters.hpp"
+#include "spin_policy.hpp"
 #include "util/atomic_intrusive_stack.hpp"
 #include "util/intrusive_queue.hpp"
 #include "wait_primitive.hpp"
@@ -71,6 +72,8 @@ class reactor final : public access_listener {
   struct pacing {
     clock::time_point last_activity;
     std::chrono::nanoseconds backoff;
+    bool in_flight = false;  // runs were on the device while resting since last_activity
+    bool missed = false;     // a spin since last_activity ran out (spin_policy::missed)
   };
 
   // reactor.cpp: intake and the loop.
@@ -135,6 +138,7 @@ class reactor final : public access_listener {
   op_list done_;     // final this pass, in order
   device_tracker devices_;
   completion_predictor predictor_{opts_};
+  spin_policy spin_{opts_.spin_window};
   unsigned aborting_ = 0;   // runs in device_ with an abort under way
   unsigned fresh_ = 0;      // runs added to the front of device_ since the last scan
   bool signalled_ = false;  // a device reported completions not scanned for yet

@@ -41,7 +41,7 @@ void print_usage() {
   std::fprintf(stderr,
                "usage: xrtio-bench [--quick] [--repeat N] [--window SECONDS] [--json FILE] [--plot FILE.png]\n"
                "                   [--latencies US,..] [--in-flight C,..] [--contenders NAME,..]\n"
-               "                   [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US] [--no-predict]\n"
+               "                   [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US] [--predict|--no-predict]\n"
                "contenders: xrtio xrtio-inloop blocking-threads pool-offload loop-poll raw-xrt raw-xrt-wait xrtio@xrt\n"
                "            xrtio-prepared@xrt xrtio-inloop@xrt\n");
 }
@@ -64,6 +64,7 @@ bool parse_one(options& o, int argc, char** argv, int& i) {
   else if (arg("--mkxclbin")) o.mkxclbin = argv[++i];
   else if (arg("--spin-us")) rt.spin_window = std::chrono::microseconds(std::atol(argv[++i]));
   else if (!std::strcmp(argv[i], "--no-predict")) rt.predict_completions = false;
+  else if (!std::strcmp(argv[i], "--predict")) rt.predict_completions = true;
   else if (arg("--max-poll-us")) rt.max_poll_interval = std::chrono::microseconds(std::atol(argv[++i]));
   else return false;
   return true;
