@@ -165,12 +165,15 @@ void reactor::leave_device(run_op_base* op) noexcept {
 
 void reactor::finish(run_op_base* op, run_state s) noexcept {
   using reason = run_op_base::abort_reason;
-  op->result = op->core.result(s);
+  op->result = op->core.result(s, {});  // observed: stamped in flush_completions
   if (s == run_state::completed) {
     op->ec = {};
     rc::bump(counters_.completed);
-    if (op->reason == reason::none)
-      predictor_.learn(&op->core.kernel().native(), (op->result.device_completed - op->result.submitted).count());
+    if (op->reason == reason::none && opts_.predict_completions) {
+      auto done = op->result.device_completed;
+      if (done == clock::time_point{}) done = clock::now();  // no device time (XRT): seen now
+      predictor_.learn(&op->core.kernel().native(), (done - op->result.submitted).count());
+    }
   } else if (op->reason == reason::timeout) {
     op->ec = errc::timed_out;
     rc::bump(counters_.timed_out);
@@ -210,8 +213,18 @@ void reactor::retain(run_op_base* op) noexcept {
   done_.push_back(op);
 }
 
+// One clock read for every run finished in this pass, taken after the scan
+// that found them: no run's `observed` precedes its device completion.
 void reactor::flush_completions() noexcept {
-  rc::bump(counters_.batches, executor_batcher::post_all(done_.take_all(), opts_.max_batch));
+  run_op_base* done = done_.take_all();
+  clock::time_point now{};
+  for (auto* op = done; op; op = op->next) {
+    if (op->result.submitted == clock::time_point{} || op->result.observed != clock::time_point{}) continue;
+    if (now == clock::time_point{}) now = clock::now();
+    op->result.observed = now;
+    if (op->result.device_completed == clock::time_point{}) op->result.device_completed = now;
+  }
+  rc::bump(counters_.batches, executor_batcher::post_all(done, opts_.max_batch));
 }
 
 }  // namespace xrtio::detail

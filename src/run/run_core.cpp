@@ -104,12 +104,16 @@ void run_core::release() noexcept {
   run_.reset();
 }
 
-run_result run_core::result(run_state s) const noexcept {
+run_result run_core::result(run_state s) const noexcept { return result(s, std::chrono::steady_clock::now()); }
+
+run_result run_core::result(run_state s, std::chrono::steady_clock::time_point observed) const noexcept {
   run_result r;
   r.state = s;
   r.submitted = submitted_;
-  r.observed = std::chrono::steady_clock::now();
+  r.observed = observed;
   if (auto* n = native()) r.device_completed = n->device_completed_at();
+  // No device time (XRT): the observation stands for it (stamped later when
+  // `observed` is left empty).
   if (r.device_completed == std::chrono::steady_clock::time_point{}) r.device_completed = r.observed;
   return r;
 }

@@ -1,0 +1,47 @@
+// The reactor's adaptive spin (src/reactor/spin_policy.hpp; docs/DESIGN.md,
+// "Adaptive spinning"): a unit test of the policy the reactor follows.
+#include <doctest/doctest.h>
+
+#include "../src/reactor/spin_policy.hpp"
+
+using namespace std::chrono_literals;
+using xrtio::detail::spin_policy;
+
+TEST_CASE("spin policy: spins the whole window until a spin finds nothing") {
+  spin_policy p(20us);
+  CHECK(p.budget() == 20us);
+  p.activity_after(5us);  // caught within the window
+  CHECK(p.budget() == 20us);
+}
+
+TEST_CASE("spin policy: each spin that finds nothing halves the next, down to none") {
+  spin_policy p(20us);
+  p.missed();
+  CHECK(p.budget() == 10us);
+  p.missed();
+  CHECK(p.budget() == 5us);
+  p.missed();
+  p.missed();
+  CHECK(p.budget() == 1250ns);
+  p.missed();  // 625 ns: below one pass, not worth starting
+  CHECK(p.budget() == 0ns);
+  p.missed();
+  CHECK(p.budget() == 0ns);
+}
+
+TEST_CASE("spin policy: activity after a gap longer than the window keeps it off, a shorter gap restores it") {
+  spin_policy p(20us);
+  for (int i = 0; i < 8; ++i) p.missed();
+  CHECK(p.budget() == 0ns);
+  p.activity_after(50us);  // 50 us runs: a spin would not have caught it
+  CHECK(p.budget() == 0ns);
+  p.activity_after(19us);  // the next would have been caught by a full spin
+  CHECK(p.budget() == 20us);
+}
+
+TEST_CASE("spin policy: a zero window never spins") {
+  spin_policy p(0ns);
+  CHECK(p.budget() == 0ns);
+  p.activity_after(1ns);
+  CHECK(p.budget() == 0ns);
+}
