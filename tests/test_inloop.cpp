@@ -5,6 +5,7 @@
 // go, deadlines and cancellation abort, refused aborts retain.
 #include <asio.hpp>
 #include <asio/experimental/as_tuple.hpp>
+#include <array>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -96,6 +97,49 @@ TEST_CASE("inloop: a run submitted from another thread wakes the blocked driver"
   guard.reset();
   driver.join();
   CHECK(calls.load() == 20);
+}
+
+// A wake-up whose no-op handler the driver ran in its own io.poll() (it was
+// posted while the driver was already waking up) must not leave the runtime
+// believing a wake-up is still on its way: then the next submission from
+// another thread never woke the blocked driver (CI, TSan, 2026-12-01).
+// Four threads each submit one run at a time onto a mostly idle driver, so
+// submissions keep racing the driver going to sleep and each other's wake-ups.
+TEST_CASE("inloop: no wake-up is lost when the driver consumes one in its own poll (submissions from other threads)") {
+  constexpr int submitters = 4;
+  // The submitters' completion contexts outlive the runtime: a run left
+  // unobserved is completed by its destructor, into them.
+  std::array<asio::io_context, submitters> handler_ios;
+  fixture f({}, inloop_options());
+  asio::io_context io;
+  auto guard = asio::make_work_guard(io);
+  std::thread driver([&] { xrtio::run(io, f.rt); });
+  const int rounds = rtest::sanitized ? 1500 : 10000;
+  std::atomic<int> lost{0};
+  std::vector<int> done(submitters, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < submitters; ++t)
+    threads.emplace_back([&, t] {
+      auto& handlers = handler_ios[t];
+      for (int i = 0; i < rounds && lost.load() == 0; ++i) {
+        bool called = false;
+        xrtio::async_run(f.ctx.kernel("noop"),
+                         asio::bind_executor(handlers, [&](std::error_code ec, xrtio::run_result) { called = !ec; }));
+        handlers.restart();
+        handlers.run_for(5s);  // a lost wake-up: the driver sleeps, the run is never observed
+        if (!called) {
+          ++lost;
+          return;
+        }
+        ++done[t];
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK_MESSAGE(lost.load() == 0, "a run was never observed: the driver missed its wake-up");
+  for (int d : done) CHECK(d == rounds);
+  guard.reset();
+  io.stop();
+  driver.join();
 }
 
 TEST_CASE("inloop: a deadline aborts a hung run: timed_out, leases held until the abort is final") {

@@ -253,6 +253,13 @@ reactor::drive_result reactor::drive() noexcept {
 }
 
 bool reactor::block_begin() noexcept {
+  // A wake-up posted while the driver was awake may already have been run by
+  // its own io.poll(), leaving wake_pending_ set with nothing on its way:
+  // then every later wake() would skip the post and the driver would sleep
+  // through new work. Clear it before announcing the sleep (the seq_cst
+  // store publishes the clear): a waker that sees sleeping_ posts anew, and
+  // a stale post still queued only ends the next sleep early.
+  wake_pending_.store(false, std::memory_order_relaxed);
   sleeping_.store(true, std::memory_order_seq_cst);
   if (!incoming_.empty() || cancel_pending_.load() || retry_pending_.load() || stopping_.load()) {
     sleeping_.store(false, std::memory_order_relaxed);
