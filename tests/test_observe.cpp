@@ -318,8 +318,8 @@ TEST_CASE("observe: metrics text reconciles with runtime::stats(), and the histo
   CHECK(m.count("xrtio_trace_events_recorded_total") == 0);  // not tracing
   // Buckets are cumulative.
   double prev = 0;
-  for (auto le : {"1e-06", "2.5e-06", "5e-06", "1e-05", "2.5e-05", "5e-05", "0.0001", "0.00025", "0.0005", "0.001",
-                  "+Inf"}) {
+  for (auto le : {"1e-06", "2e-06", "4e-06", "8e-06", "1.6e-05", "3.2e-05", "6.4e-05", "0.000128", "0.000256",
+                  "8.388608", "+Inf"}) {
     double val = m.at(std::string("xrtio_device_time_seconds_bucket{le=\"") + le + "\"}");
     CHECK(val >= prev);
     prev = val;

@@ -12,8 +12,8 @@ class runtime;
 class memory_budget;
 
 /// Counters (xrtio_runs_*_total, xrtio_polls_total, xrtio_wakeups_total, ...),
-/// the runs in flight (gauge), and histograms with fixed buckets (1 us to
-/// 10 s) of device time (xrtio_device_time_seconds: start to the device's
+/// the runs in flight (gauge), and histograms with fixed buckets (powers of
+/// two from 1 us to 8.4 s) of device time (xrtio_device_time_seconds: start to the device's
 /// completion, or to when it was seen where the backend does not say) and
 /// queueing for leases (xrtio_lease_queueing_seconds: 0 for a run that
 /// acquired at once), both for every run that reached a final state on the

@@ -17,12 +17,6 @@ void append_number(std::string& s, double v) {
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   s.append(buf, r.ptr);
 }
-// A bucket bound, %g style: 1e-06, 2.5e-05, 0.0001, 0.25, 10.
-void append_bound(std::string& s, double v) {
-  char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general);
-  s.append(buf, r.ptr);
-}
 void append_number(std::string& s, std::uint64_t v) { s += std::to_string(v); }
 
 void header(std::string& s, const char* name, const char* type, const char* help) {
@@ -54,7 +48,7 @@ void histogram(std::string& s, const char* name, const char* help, const detail:
     cumulative += snap.counts[i];
     s += name;
     s += "_bucket{le=\"";
-    if (i < lh::bounds_ns.size()) append_bound(s, double(lh::bounds_ns[i]) / 1e9);
+    if (i < lh::bounds) append_number(s, double(lh::bound_ns(i)) / 1e9);
     else s += "+Inf";
     s += "\"} ";
     append_number(s, cumulative);
