@@ -7,7 +7,9 @@ format, and that on each run's track the slices nest and come in order:
 one "run" slice holding "leases", "device" (holding "abort"), "reactor" and
 "resume", one after another. Exits 1 naming the first problem.
 
-usage: check_chrome_trace.py TEST_EXE OUT.json [extra test arguments...]
+usage: check_chrome_trace.py OUT.json [EMULATOR...] TEST_EXE [extra test arguments...]
+(the command after OUT.json runs the test suite; a cross build puts its
+CMAKE_CROSSCOMPILING_EMULATOR first)
 """
 import collections
 import json
@@ -87,14 +89,14 @@ def main():
     if len(sys.argv) < 3:
         print(__doc__)
         sys.exit(2)
-    exe, out = sys.argv[1], sys.argv[2]
+    out, cmd = sys.argv[1], sys.argv[2:]
     if os.path.exists(out):
         os.remove(out)
     env = dict(os.environ, XRTIO_TRACE_OUT=out)
-    r = subprocess.run([exe, "-tc=" + CASE] + sys.argv[3:], env=env, capture_output=True, text=True, timeout=240)
+    r = subprocess.run(cmd + ["-tc=" + CASE], env=env, capture_output=True, text=True, timeout=240)
     sys.stdout.write(r.stdout)
     if r.returncode != 0:
-        fail("%s exited with %d\n%s" % (exe, r.returncode, r.stderr))
+        fail("%s exited with %d\n%s" % (" ".join(cmd), r.returncode, r.stderr))
     try:
         with open(out) as f:
             doc = json.load(f)

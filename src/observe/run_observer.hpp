@@ -17,7 +17,7 @@
 namespace xrtio::detail {
 
 /// Written by the reactor's loop only.
-struct run_metrics {
+struct alignas(64) run_metrics {
   latency_histogram device_time;     // started -> device completion (or observation)
   latency_histogram lease_queueing;  // waiting for leases (0: acquired at once)
 };

@@ -141,6 +141,10 @@ class reactor final : public access_listener {
   void drain_after_stop() noexcept;
 
   runtime_options opts_;
+  // Read by every submission and never written after construction. Only
+  // when tracing or keeping latency histograms (runtime_options).
+  std::unique_ptr<run_observer> observer_ = run_observer::make(opts_);
+  trace_ring* const trace_ = observer_ ? observer_->trace() : nullptr;
   // Any thread:
   atomic_intrusive_stack<run_op_base, &run_op_base::next> incoming_;
   std::atomic<bool> sleeping_{false};
@@ -151,10 +155,9 @@ class reactor final : public access_listener {
   std::atomic<bool> stopped_{false};
   wait_primitive waiter_;
   reactor_counters counters_;
-  run_metrics metrics_;  // written by the loop
-  // Only when tracing or keeping latency histograms (runtime_options).
-  std::unique_ptr<run_observer> observer_ = run_observer::make(opts_);
-  trace_ring* const trace_ = observer_ ? observer_->trace() : nullptr;
+  // Written by the loop at every completion: on cache lines of their own,
+  // apart from what submitters read.
+  alignas(64) run_metrics metrics_;
   // Reactor thread only:
   op_list waiting_;  // for leases, FIFO
   op_list device_;   // on the device or aborting; newest first
