@@ -247,8 +247,8 @@ void reactor::run() noexcept {
   drain_after_stop();
 }
 
-reactor::drive_result reactor::drive() noexcept {
-  auto r = pass(clock::now());
+reactor::drive_result reactor::drive(clock::time_point now) noexcept {
+  auto r = pass(now);
   return {r.activity, !device_.empty() || !waiting_.empty(), r.found.next_deadline};
 }
 

@@ -49,8 +49,8 @@ class reactor final : public access_listener {
     bool busy = false;      // runs waiting for leases or on the device
     clock::time_point next_deadline = clock::time_point::max();
   };
-  /// One pass, without resting (the driver rests by running handlers).
-  drive_result drive() noexcept;
+  /// One pass at `now`, without resting (the driver rests by running handlers).
+  drive_result drive(clock::time_point now) noexcept;
   /// The driver is about to block: returns false (and stays awake) when a
   /// request arrived meanwhile. While blocked, wake() calls `waker`.
   bool block_begin() noexcept;
