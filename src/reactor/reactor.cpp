@@ -213,7 +213,7 @@ reactor::pass_result reactor::pass(clock::time_point now) noexcept {
   r.activity |= r.found.finished;
   refresh_head(now);
   if (!done_.empty()) {
-    flush_completions();
+    flush_completions(now);
     r.activity = true;
   }
   if (shutting_down_) {

@@ -107,7 +107,7 @@ class reactor final : public access_listener {
   void finish(run_op_base* op, run_state s) noexcept;
   void fail(run_op_base* op, std::error_code ec) noexcept;
   void retain(run_op_base* op) noexcept;
-  void flush_completions() noexcept;
+  void flush_completions(clock::time_point seen = {}) noexcept;
 
   // reactor_leases.cpp: runs waiting for their leases.
   void cancel_runs() noexcept;

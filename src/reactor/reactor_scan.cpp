@@ -213,16 +213,20 @@ void reactor::retain(run_op_base* op) noexcept {
   done_.push_back(op);
 }
 
-// One clock read for every run finished in this pass, taken after the scan
-// that found them: no run's `observed` precedes its device completion.
-void reactor::flush_completions() noexcept {
+// Stamps every run finished in this pass with one time. A pass passes the
+// time it read before its scan (no second clock read: 0.1 µs on this
+// project's VM, 5 % of an in-loop XRT run); a run that completed or was
+// submitted after that read is stamped with its own later time instead, so
+// submitted <= device_completed <= observed always holds. Without a pass
+// time (shutdown), one clock read.
+void reactor::flush_completions(clock::time_point seen) noexcept {
   run_op_base* done = done_.take_all();
-  clock::time_point now{};
   for (auto* op = done; op; op = op->next) {
-    if (op->result.submitted == clock::time_point{} || op->result.observed != clock::time_point{}) continue;
-    if (now == clock::time_point{}) now = clock::now();
-    op->result.observed = now;
-    if (op->result.device_completed == clock::time_point{}) op->result.device_completed = now;
+    auto& res = op->result;
+    if (res.submitted == clock::time_point{} || res.observed != clock::time_point{}) continue;
+    if (seen == clock::time_point{}) seen = clock::now();
+    res.observed = std::max({seen, res.submitted, res.device_completed});
+    if (res.device_completed == clock::time_point{}) res.device_completed = res.observed;
   }
   rc::bump(counters_.batches, executor_batcher::post_all(done, opts_.max_batch));
 }
