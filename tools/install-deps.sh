@@ -3,6 +3,8 @@
 # Run as root (the README's commands do). Set XRTIO_NO_XRT=1 to skip XRT.
 set -euo pipefail
 pkgs=(g++ cmake ninja-build pkg-config libasio-dev liburing-dev doctest-dev gnuplot-nox uuid-dev gdb)
+# xrtio-server (examples/server): its parser; curl and promtool (prometheus) for its tests; wrk for tools/load-test.sh
+pkgs+=(libhttp-parser-dev curl prometheus wrk)
 [ "${XRTIO_NO_XRT:-0}" = 1 ] || pkgs+=(libxrt-dev libxrt1)
 missing=()
 for p in "${pkgs[@]}"; do
