@@ -2,6 +2,8 @@
 
 #include <sys/socket.h>
 
+#include <cerrno>
+
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 
@@ -16,13 +18,20 @@ constexpr auto as_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 // socket at the end of its shutdown grace). Bytes of a pipelined next request
 // are not a disconnect: then it waits until cancelled (the run finished).
 asio::awaitable<void> client_gone(asio::ip::tcp::socket& s) {
-  auto [ec] = co_await s.async_wait(asio::ip::tcp::socket::wait_read, as_tuple);
-  if (ec) co_return;  // cancelled (the run won the race) or the socket was closed
-  char c;
-  if (::recv(s.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
-    asio::steady_timer forever(s.get_executor(), asio::steady_timer::time_point::max());
-    co_await forever.async_wait(as_tuple);
+  for (;;) {
+    auto [ec] = co_await s.async_wait(asio::ip::tcp::socket::wait_read, as_tuple);
+    if (ec) co_return;  // cancelled (the run won the race) or the socket was closed
+    char c;
+    auto n = ::recv(s.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) co_return;  // end of stream
+    if (n > 0) break;       // a pipelined request: not a disconnect
+    // The reactor may report readiness it saw earlier (edge-triggered epoll):
+    // nothing to read yet is not a disconnect, so wait again.
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+    co_return;  // ECONNRESET and the like
   }
+  asio::steady_timer forever(s.get_executor(), asio::steady_timer::time_point::max());
+  co_await forever.async_wait(as_tuple);
 }
 
 asio::awaitable<std::error_code> start_run(const kernel_job& job, std::chrono::nanoseconds timeout) {
