@@ -9,7 +9,7 @@ namespace server {
 namespace {
 
 constexpr auto as_tuple = asio::experimental::as_tuple(asio::use_awaitable);
-constexpr std::size_t read_chunk = 64 * 1024;
+constexpr std::size_t read_chunk = 16 * 1024;  // per connection: 16 MiB for 1024 connections
 constexpr std::size_t max_head = 16 * 1024;
 
 // X-Deadline-Ms, else ?deadline_ms=, else the default. nullopt: malformed.
