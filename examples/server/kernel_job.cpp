@@ -1,5 +1,6 @@
 #include "kernel_job.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cstring>
@@ -25,9 +26,14 @@ std::optional<float> parse_float(std::string_view s) {
   return v;
 }
 
-// A buffer of `bytes` (at least 1: a buffer cannot be empty) holding `data`.
-xrtio::buffer upload(xrtio::context& ctx, std::size_t bytes, std::string_view data) {
-  auto b = ctx.alloc(bytes == 0 ? 1 : bytes);
+// `bytes` rounded up to a whole number of granules (at least one: a buffer cannot be empty).
+std::size_t granules(std::size_t bytes, std::size_t granule) {
+  return std::max<std::size_t>(1, (bytes + granule - 1) / granule) * granule;
+}
+
+// A buffer holding `data`.
+xrtio::buffer upload(xrtio::context& ctx, std::string_view data, std::size_t granule) {
+  auto b = ctx.alloc(granules(data.size(), granule));
   if (!data.empty()) b.write(std::as_bytes(std::span(data.data(), data.size())));
   return b;
 }
@@ -111,14 +117,16 @@ std::variant<kernel_job, refusal> kernel_job::make(const kernel_set& kernels, xr
     return refusal{404, "no kernel named '" + std::string(name) + "'\n"};
   }
   auto budget = ctx.budget();
-  std::size_t need = std::max<std::size_t>(a.size(), 1) + (b.empty() ? 0 : b.size()) + out_bytes;
+  auto g = kernels.alloc_granule;
+  std::size_t need = granules(a.size(), g) + (b.empty() ? 0 : granules(b.size(), g)) + granules(out_bytes, g);
   if (budget && need > budget->ceiling())
     return refusal{413, std::string(name) + ": needs " + std::to_string(need) + " bytes of device memory, over the " +
                             std::to_string(budget->ceiling()) + "-byte budget\n"};
   try {
-    j.a_ = upload(ctx, a.size(), a);
-    if (!b.empty()) j.b_ = upload(ctx, b.size(), b);
-    j.out_ = ctx.alloc(out_bytes);
+    j.a_ = upload(ctx, a, g);
+    if (!b.empty()) j.b_ = upload(ctx, b, g);
+    j.out_ = ctx.alloc(granules(out_bytes, g));
+    j.out_bytes_ = out_bytes;
   } catch (const xrtio::error& e) {
     if (e.code() == xrtio::errc::budget_exceeded) return refusal{503, std::string(e.what()) + "\n", true};
     throw;
@@ -127,7 +135,7 @@ std::variant<kernel_job, refusal> kernel_job::make(const kernel_set& kernels, xr
 }
 
 void kernel_job::read_result(std::string& into) const {
-  into.resize(out_.size());
+  into.resize(out_bytes_);
   out_.read(std::as_writable_bytes(std::span(into.data(), into.size())));
 }
 

@@ -17,6 +17,10 @@ namespace server {
 /// The kernels the endpoints run, resolved once at start-up.
 struct kernel_set {
   xrtio::kernel vadd, scale, matmul, checksum;
+  /// Buffer sizes are rounded up to a multiple of this: XRT allocates its
+  /// buffers with aligned_alloc(4096, size), which wants whole pages
+  /// (docs/DESIGN.md, pitfalls); the simulator takes any size.
+  std::size_t alloc_granule = 1;
 };
 
 /// An answer that is not a kernel's result: an HTTP status and a text body.
@@ -57,6 +61,7 @@ class kernel_job {
   kind kind_ = kind::vadd;
   xrtio::kernel kernel_;
   xrtio::buffer a_, b_, out_;
+  std::size_t out_bytes_ = 0;  ///< the result's size (the buffer may be larger: alloc_granule)
   std::uint32_t m_ = 0, n_ = 0, k_ = 0;
   float factor_ = 1.0f;
 };

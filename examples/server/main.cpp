@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
     xrtio::runtime rt;
     auto ctx = open_device(*opts);
     ctx.bind(rt);
-    server::kernel_set kernels{ctx.kernel("vadd"), ctx.kernel("scale"), ctx.kernel("matmul"), ctx.kernel("checksum")};
+    server::kernel_set kernels{ctx.kernel("vadd"), ctx.kernel("scale"), ctx.kernel("matmul"), ctx.kernel("checksum"),
+                               opts->xrt_noop ? std::size_t{4096} : std::size_t{1}};
     server::http_server srv(*opts, ctx, std::move(kernels), rt);
     std::printf("listening on 127.0.0.1:%u (%s, %u io threads, sim latency %ld us%s)\n", srv.port(),
                 opts->baseline ? "baseline: blocking start()+wait() on a thread pool" : "xrtio: co_await async_run",
