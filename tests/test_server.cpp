@@ -217,7 +217,7 @@ TEST_CASE("server: a passed deadline gives 504 and the metrics count the aborted
   auto page = metrics_of(s.port());
   CHECK(metric(page, "xrtio_runs_timed_out_total") == 2);
   CHECK(metric(page, "xrtio_runs_in_flight") == 0);
-  CHECK(metric(page, "xrtio_budget_bytes_in_use") == 0);  // the aborted runs' buffers were released
+  CHECK(metric(page, "xrtio_budget_in_use_bytes") == 0);  // the aborted runs' buffers were released
   r = c.call("POST", "/v1/vadd?deadline_ms=zero", body);
   CHECK(r.status == 400);
   CHECK(s.stop() == 0);
@@ -299,7 +299,7 @@ TEST_CASE("server: a full memory budget gives 503 with Retry-After") {
   server_process s({"--budget-bytes", "64", "--sim-latency-us", "10000000"});
   http_client holder(s.port());
   holder.send("POST", "/v1/vadd", bytes_of(iota_u32(8, 1)), "X-Deadline-Ms: 60000\r\n");
-  CHECK(wait_for_metric(s.port(), "xrtio_budget_bytes_in_use", 48) == 48);
+  CHECK(wait_for_metric(s.port(), "xrtio_budget_in_use_bytes", 48) == 48);
   http_client c(s.port());
   auto r = c.call("POST", "/v1/vadd", bytes_of(iota_u32(4, 1)));
   CHECK(r.status == 503);
@@ -308,7 +308,7 @@ TEST_CASE("server: a full memory budget gives 503 with Retry-After") {
   CHECK(r.status == 413);
   holder.close();  // cancels the holder's run and frees the budget
   CHECK(wait_for_metric(s.port(), "xrtio_runs_cancelled_total", 1) == 1);
-  CHECK(metric(metrics_of(s.port()), "xrtio_budget_bytes_in_use") == 0);
+  CHECK(metric(metrics_of(s.port()), "xrtio_budget_in_use_bytes") == 0);
   CHECK(s.stop() == 0);
 }
 
@@ -347,6 +347,33 @@ TEST_CASE("server: past the grace period a run in flight is cancelled") {
   CHECK(c.receive().closed);
   INFO(s.output());
   CHECK(s.output().find("1 cancelled") != std::string::npos);
+}
+
+TEST_CASE("server --trace: the timeline is valid Chrome trace JSON whose slices nest and are ordered per run") {
+  if (!have("python3")) skip("python3 not found (bash tools/install-deps.sh installs it)");
+  auto file = temp_file("");
+  server_process s({"--trace", file, "--sim-latency-us", "20000"});
+  {
+    http_client c(s.port());
+    auto body = bytes_of(iota_u32(16, 1));
+    for (int i = 0; i < 5; ++i) CHECK(c.call("POST", "/v1/vadd", body).status == 200);
+    CHECK(c.call("POST", "/v1/vadd", body, "X-Deadline-Ms: 5\r\n").status == 504);  // a run with an abort
+  }
+  CHECK(s.stop() == 0);
+  CHECK(s.output().find("trace: " + file) != std::string::npos);
+  // tests/check_chrome_trace.py's check(): valid trace-event JSON, one track
+  // per run, its slices inside the run and in order (leases, device with any
+  // abort inside, reactor, resume).
+  int st = 0;
+  auto out = run_command(std::string("python3 -c 'import json, sys; sys.path.insert(0, sys.argv[1]); "
+                                     "import check_chrome_trace as c; runs, names = c.check(json.load(open(sys.argv[2]))); "
+                                     "print(\"runs\", runs, \"aborts\", names[\"abort\"])' ") +
+                             XRTIO_TESTS_DIR + " " + file + " 2>&1",
+                         st);
+  INFO(out);
+  CHECK(st == 0);
+  CHECK(out == "runs 6 aborts 1\n");
+  std::remove(file.c_str());
 }
 
 #if XRTIO_HAS_XRT

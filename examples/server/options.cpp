@@ -10,7 +10,7 @@ namespace {
 
 constexpr const char* usage =
     "usage: xrtio-server --port PORT [--threads N] [--sim-latency-us L] [--baseline] [--pool-threads N]\n"
-    "                    [--xrt-noop] [--trace FILE] [--deadline-ms MS] [--grace-ms MS]\n"
+    "                    [--xrt-noop] [--trace FILE] [--trace-capacity EVENTS] [--deadline-ms MS] [--grace-ms MS]\n"
     "                    [--budget-bytes B] [--max-body B] [--compute-units N]\n";
 
 template <class T>
@@ -66,6 +66,8 @@ std::optional<options> parse_options(int argc, char** argv) {
       if (!number<std::size_t>(v, o.budget_bytes, 1, std::size_t{1} << 40)) return fail("bad --budget-bytes " + std::string(v));
     } else if (a == "--max-body") {
       if (!number<std::size_t>(v, o.max_body, 1, std::size_t{1} << 32)) return fail("bad --max-body " + std::string(v));
+    } else if (a == "--trace-capacity") {
+      if (!number<std::size_t>(v, o.trace_capacity, 1, std::size_t{1} << 26)) return fail("bad --trace-capacity " + std::string(v));
     } else if (a == "--trace") {
       o.trace_file = std::string(v);
     } else {

@@ -17,6 +17,7 @@ struct options {
   unsigned pool_threads = 16;           ///< the baseline's pool
   bool xrt_noop = false;                ///< XRT's no-op device instead of the simulator
   std::string trace_file;               ///< --trace FILE: the run timeline, written on exit
+  std::size_t trace_capacity = 1u << 18;        ///< events the trace ring keeps (the oldest are dropped)
   std::chrono::milliseconds deadline{1000};     ///< default per-request deadline
   std::chrono::milliseconds grace{2000};        ///< shutdown: how long in-flight requests may finish
   std::size_t budget_bytes = 256u << 20;        ///< device memory budget

@@ -1,5 +1,7 @@
 #include "server_metrics.hpp"
 
+#include "xrtio/metrics.hpp"
+
 namespace server {
 namespace {
 
@@ -17,23 +19,6 @@ void metric(std::string& out, const char* name, const char* type, const char* he
   out += ' ';
   out += std::to_string(v);
   out += '\n';
-}
-
-// The runtime's counters from runtime::stats(), until the library exports
-// its own (issue 13, item 2).
-void runtime_metrics(std::string& out, const xrtio::runtime& rt, const xrtio::memory_budget& budget) {
-  auto s = rt.stats();
-  metric(out, "xrtio_runs_submitted_total", "counter", "Runs handed to the reactor.", s.submitted);
-  metric(out, "xrtio_runs_completed_total", "counter", "Runs that ended COMPLETED.", s.completed);
-  metric(out, "xrtio_runs_failed_total", "counter", "Runs that ended in another state or were rejected.", s.failed);
-  metric(out, "xrtio_runs_timed_out_total", "counter", "Runs aborted at their deadline.", s.timed_out);
-  metric(out, "xrtio_runs_cancelled_total", "counter", "Runs withdrawn or aborted through cancellation.", s.cancelled);
-  metric(out, "xrtio_runs_retained_total", "counter", "Runs retained after a refused or slow abort.", s.retained);
-  metric(out, "xrtio_runs_in_flight", "gauge", "Runs waiting for leases or on the device.", s.in_flight);
-  metric(out, "xrtio_reactor_polls_total", "counter", "Device state polls.", s.polls);
-  metric(out, "xrtio_reactor_wakeups_total", "counter", "Reactor wake-ups by submitters or cancellations.", s.wakeups);
-  metric(out, "xrtio_budget_bytes_in_use", "gauge", "Device memory charged to the budget.", budget.used());
-  metric(out, "xrtio_budget_bytes_ceiling", "gauge", "The budget's ceiling.", budget.ceiling());
 }
 
 }  // namespace
@@ -58,8 +43,7 @@ void server_counters::append_to(std::string& out) const {
 
 std::string metrics_page(const xrtio::runtime& rt, const xrtio::memory_budget& budget, const server_counters& c) {
   std::string out;
-  out.reserve(4096);
-  runtime_metrics(out, rt, budget);
+  out = xrtio::metrics_text(rt, &budget);
   c.append_to(out);
   return out;
 }

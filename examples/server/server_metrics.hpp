@@ -1,6 +1,6 @@
-// GET /metrics: the runtime's counters and the budget in the Prometheus text
-// exposition format, followed by the server's own counters (responses by
-// status, disconnects).
+// GET /metrics: the runtime's counters, histograms and budget
+// (xrtio::metrics_text) in the Prometheus text exposition format, followed by
+// the server's own counters (responses by status, disconnects, connections).
 #pragma once
 
 #include <array>
