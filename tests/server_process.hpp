@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,7 +21,8 @@ namespace stest {
 
 class server_process {
  public:
-  explicit server_process(std::vector<std::string> args) {
+  /// `fd_limit` > 0: the server's RLIMIT_NOFILE.
+  explicit server_process(std::vector<std::string> args, rlim_t fd_limit = 0) {
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
     std::vector<char*> argv;
@@ -32,6 +34,10 @@ class server_process {
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("fork");
     if (pid_ == 0) {
+      if (fd_limit > 0) {
+        rlimit r{fd_limit, fd_limit};
+        ::setrlimit(RLIMIT_NOFILE, &r);
+      }
       ::dup2(out[1], 1);
       ::dup2(out[1], 2);
       ::execv(argv[0], argv.data());
@@ -79,6 +85,13 @@ class server_process {
     return -1;
   }
   const std::string& output() const { return output_; }
+  /// Reads the server's output until it contains `text` (true) or `limit` passes.
+  bool wait_for_output(const std::string& text, std::chrono::seconds limit = std::chrono::seconds(20)) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (output_.find(text) == std::string::npos)
+      if (!read_some(until)) return false;
+    return true;
+  }
 
  private:
   // Reads what the server printed; false at end of output or `until`.

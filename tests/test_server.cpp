@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -290,6 +291,19 @@ TEST_CASE("server: malformed requests 400 - oversized bodies 413 - unknown kerne
   }
   auto page = metrics_of(s.port());
   CHECK(metric(page, "xrtio_runs_submitted_total") == 1);  // only the checksum reached the device
+  CHECK(s.stop() == 0);
+}
+
+TEST_CASE("server: out of file descriptors it keeps the waiting connections and serves them once some close") {
+  server_process s({}, 48);
+  std::vector<std::unique_ptr<http_client>> crowd;
+  for (int i = 0; i < 60; ++i) crowd.push_back(std::make_unique<http_client>(s.port()));  // past the limit: EMFILE
+  CHECK(s.wait_for_output("accept failed: Too many open files"));
+  for (auto& c : crowd) c->close();
+  crowd.clear();
+  http_client c(s.port());
+  auto r = c.call("GET", "/healthz");
+  CHECK(r.status == 200);
   CHECK(s.stop() == 0);
 }
 

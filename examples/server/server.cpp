@@ -10,6 +10,8 @@ namespace {
 constexpr auto as_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 // While draining, how often the shutdown checks whether every connection closed.
 constexpr auto drain_check = std::chrono::milliseconds(5);
+// After a failed accept (out of file descriptors, say), before the next.
+constexpr auto accept_error_pause = std::chrono::milliseconds(10);
 }  // namespace
 
 http_server::http_server(const options& opts, xrtio::context ctx, kernel_set kernels, xrtio::runtime& rt)
@@ -48,12 +50,22 @@ void http_server::for_each_connection(F f) {
 }
 
 asio::awaitable<void> http_server::accept_loop() {
+  bool accept_failing = false;  // reported once per run of failures
   for (;;) {
     // Each connection's socket gets its own strand: its handlers never run
     // concurrently, whichever of the io threads picks them up.
     auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(io_), as_tuple);
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
-    if (ec) continue;  // e.g. EMFILE: the next accept may succeed
+    if (ec) {  // e.g. EMFILE: pause, so that a lasting error does not spin
+      if (!accept_failing)
+        std::fprintf(stderr, "xrtio-server: accept failed: %s (retrying every %lld ms)\n", ec.message().c_str(),
+                     static_cast<long long>(accept_error_pause.count()));
+      accept_failing = true;
+      asio::steady_timer pause(io_, accept_error_pause);
+      co_await pause.async_wait(as_tuple);
+      continue;
+    }
+    accept_failing = false;
     auto c = std::make_shared<connection>(*this, std::move(socket));
     {
       std::lock_guard lock(connections_mutex_);
