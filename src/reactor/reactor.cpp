@@ -231,7 +231,7 @@ reactor::pass_result reactor::pass(clock::time_point now) noexcept {
   r.activity |= r.found.finished;
   refresh_head(now);
   if (!done_.empty()) {
-    flush_completions();
+    flush_completions(now);
     r.activity = true;
   }
   if (shutting_down_) {
@@ -265,8 +265,8 @@ void reactor::run() noexcept {
   drain_after_stop();
 }
 
-reactor::drive_result reactor::drive() noexcept {
-  auto r = pass(clock::now());
+reactor::drive_result reactor::drive(clock::time_point now) noexcept {
+  auto r = pass(now);
   return {r.activity, !device_.empty() || !waiting_.empty(), r.found.next_deadline};
 }
 

@@ -53,8 +53,8 @@ class reactor final : public access_listener {
     bool busy = false;      // runs waiting for leases or on the device
     clock::time_point next_deadline = clock::time_point::max();
   };
-  /// One pass, without resting (the driver rests by running handlers).
-  drive_result drive() noexcept;
+  /// One pass at `now`, without resting (the driver rests by running handlers).
+  drive_result drive(clock::time_point now) noexcept;
   /// The driver is about to block: returns false (and stays awake) when a
   /// request arrived meanwhile. While blocked, wake() calls `waker`.
   bool block_begin() noexcept;
@@ -126,7 +126,7 @@ class reactor final : public access_listener {
   void finish(run_op_base* op, run_state s) noexcept;
   void fail(run_op_base* op, std::error_code ec) noexcept;
   void retain(run_op_base* op) noexcept;
-  void flush_completions() noexcept;
+  void flush_completions(clock::time_point seen = {}) noexcept;
 
   // reactor_leases.cpp: runs waiting for their leases.
   void cancel_runs() noexcept;

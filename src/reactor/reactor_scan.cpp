@@ -218,30 +218,33 @@ void reactor::retain(run_op_base* op) noexcept {
   done_.push_back(op);
 }
 
-// One clock read for every run finished in this pass, taken after the scan
-// that found them: no run's `observed` precedes its device completion. The
-// device-time and lease-queueing histograms come from the stamps each run
-// has by now (no clock read of their own). Trace events are recorded before
-// the posts, so a run's `observed` precedes its `resumed`.
-void reactor::flush_completions() noexcept {
+// Stamps every run finished in this pass with one time. A pass passes the
+// time it read before its scan (no second clock read: 0.1 µs on this
+// project's VM, 5 % of an in-loop XRT run); a run that completed or was
+// submitted after that read is stamped with its own later time instead, so
+// submitted <= device_completed <= observed always holds. Without a pass
+// time (shutdown), one clock read. The device-time and lease-queueing
+// histograms come from these stamps (no clock read of their own). Trace
+// events are recorded before the posts, so a run's `observed` precedes its
+// `resumed`.
+void reactor::flush_completions(clock::time_point seen) noexcept {
   using tk = trace_event_kind;
   constexpr clock::time_point none{};
   run_op_base* done = done_.take_all();
-  clock::time_point now{};
   for (auto* op = done; op; op = op->next) {
     auto& r = op->result;
     if (r.submitted != none && r.observed == none) {  // final on the device (finish())
-      if (now == none) now = clock::now();
-      r.observed = now;
+      if (seen == none) seen = clock::now();
+      r.observed = std::max({seen, r.submitted, r.device_completed});
       bool device_known = r.device_completed != none;
-      if (!device_known) r.device_completed = now;
+      if (!device_known) r.device_completed = r.observed;
       metrics_.device_time.add_single_writer((r.device_completed - r.submitted).count());
       metrics_.lease_queueing.add_single_writer(op->queued_at == none ? 0 : (r.submitted - op->queued_at).count());
       if (device_known) trace_at(tk::device_completed, op, r.device_completed);
     }
     if (trace_) [[unlikely]] {
-      if (now == none) now = clock::now();
-      trace_->record(tk::observed, op->run_id, r.observed != none ? r.observed : now, outcome(op));
+      if (seen == none) seen = clock::now();
+      trace_->record(tk::observed, op->run_id, r.observed != none ? r.observed : seen, outcome(op));
     }
   }
   rc::bump(counters_.batches, executor_batcher::post_all(done, opts_.max_batch));
