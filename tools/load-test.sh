@@ -31,16 +31,21 @@ cleanup() {
 trap cleanup EXIT
 
 # Starts a server; sets srv_pid and port. Waits at most 10 s for its line.
+# Each start has its own output file: the background shell may open (and
+# truncate) it after this function first reads it.
+starts=0
 start_server() {
-  "$server" --port 0 "$@" > "$work/server.out" 2>&1 &
+  starts=$((starts + 1))
+  local out="$work/server-$starts.out"
+  "$server" --port 0 "$@" > "$out" 2>&1 &
   srv_pid=$!
   port=""
   for _ in $(seq 1 200); do
-    port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.out")
+    port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out" 2>/dev/null)
     [ -n "$port" ] && return 0
     sleep 0.05
   done
-  echo "load-test: the server did not start: $(cat "$work/server.out")" >&2
+  echo "load-test: the server did not start: $(cat "$out")" >&2
   exit 1
 }
 

@@ -51,6 +51,9 @@ void http_server::for_each_connection(F f) {
 
 asio::awaitable<void> http_server::accept_loop() {
   bool accept_failing = false;  // reported once per run of failures
+  // Made before any failure: the first timer of an io_context creates its
+  // timer service, which is not something to do while out of descriptors.
+  asio::steady_timer pause(io_);
   for (;;) {
     // Each connection's socket gets its own strand: its handlers never run
     // concurrently, whichever of the io threads picks them up.
@@ -61,7 +64,7 @@ asio::awaitable<void> http_server::accept_loop() {
         std::fprintf(stderr, "xrtio-server: accept failed: %s (retrying every %lld ms)\n", ec.message().c_str(),
                      static_cast<long long>(accept_error_pause.count()));
       accept_failing = true;
-      asio::steady_timer pause(io_, accept_error_pause);
+      pause.expires_after(accept_error_pause);
       co_await pause.async_wait(as_tuple);
       continue;
     }
