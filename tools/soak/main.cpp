@@ -12,6 +12,7 @@
 #include "plan.hpp"
 #include "process_rss.hpp"
 #include "round.hpp"
+#include "stall_detector.hpp"
 #include "tally.hpp"
 #include "watchdog.hpp"
 #include "xrtio/memory_budget.hpp"
@@ -37,7 +38,7 @@ struct rss_sample {
 };
 
 void print_figures(const soak::options& o, const soak::tally& t, double seconds, const std::vector<rss_sample>& rss,
-                   std::uint64_t rss_mid, std::uint64_t rss_end, const char* rss_verdict) {
+                   std::uint64_t rss_mid, std::uint64_t rss_end, const char* rss_verdict, double stall_ms) {
   using soak::check;
   auto v = [&](auto& a) { return static_cast<unsigned long long>(a.load()); };
   std::printf("xrtio-soak: seed %llu, %llu runs requested, %u io threads, abort_grace %lld ms\n",
@@ -64,8 +65,10 @@ void print_figures(const soak::options& o, const soak::tally& t, double seconds,
                 i + 1 < static_cast<unsigned>(soak::outcome::count_) ? "," : "\n");
   std::printf("handlers           called %llu, destroyed uncalled with their io_context %llu\n",
               v(t.handlers_called), v(t.handlers_destroyed));
-  std::printf("retention          retained %llu = refused aborts %llu + overlong aborts %llu; reaped %llu\n",
+  std::printf("retention          retained %llu, refused aborts %llu, overlong aborts %llu; reaped %llu\n",
               v(t.retained), v(t.refused_aborts), v(t.long_aborts), v(t.reaped));
+  std::printf("stalls             %llu rounds of %llu saw the process stall (longest %.0f ms): their retention checked as >= refused only\n",
+              v(t.rounds_stalled), v(t.rounds), stall_ms);
   std::printf("RSS                at half %.1f MiB, at end %.1f MiB (%zu samples): %s\n", rss_mid / 1048576.0,
               rss_end / 1048576.0, rss.size(), rss_verdict);
   std::printf("violations         %llu\n", static_cast<unsigned long long>(t.total_violations()));
@@ -84,6 +87,8 @@ int main(int argc, char** argv) {
   soak::tally t;
   xrtio::memory_budget budget(budget_ceiling);
   std::vector<rss_sample> rss;
+  // A stall of a quarter of abort_grace can flip an abort across it.
+  soak::stall_detector stalls(std::chrono::nanoseconds(o.abort_grace) / 4);
   auto t0 = std::chrono::steady_clock::now();
   std::uint64_t launched = 0, next_report = o.runs / 10;
   // A round that stops making progress holds a run that never completes.
@@ -99,7 +104,7 @@ int main(int argc, char** argv) {
         t.violate(soak::check::hang, "no run launched or completed for " + std::to_string(o.hang_limit_s) +
                                          " s of running time, round of run " + std::to_string(launched));
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        print_figures(o, t, s, rss, 0, 0, "not checked: the soak hung");
+        print_figures(o, t, s, rss, 0, 0, "not checked: the soak hung", stalls.longest().count() / 1e6);
         std::fflush(stdout);
         std::_Exit(1);
       });
@@ -112,7 +117,7 @@ int main(int argc, char** argv) {
     spec.inloop = o.mode == soak::reactor_mode::inloop || (o.mode == soak::reactor_mode::mixed && r.chance(500));
     auto e = r.below(10);
     spec.end = e < 6 ? soak::round_end::drain : e < 8 ? soak::round_end::destroy_io : soak::round_end::destroy_runtime;
-    launched += soak::run_round(o, spec, budget, t);
+    launched += soak::run_round(o, spec, budget, t, stalls);
     rss.push_back({launched, soak::resident_bytes()});
     if (!o.quiet && launched >= next_report) {
       auto s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -139,6 +144,6 @@ int main(int argc, char** argv) {
     verdict = "GREW";
     t.violate(soak::check::rss_growth, std::to_string(mid) + " -> " + std::to_string(end) + " bytes");
   }
-  print_figures(o, t, seconds, rss, mid, end, verdict);
+  print_figures(o, t, seconds, rss, mid, end, verdict, stalls.longest().count() / 1e6);
   return t.total_violations() == 0 ? 0 : 1;
 }

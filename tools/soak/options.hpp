@@ -16,7 +16,7 @@ struct options {
   unsigned threads = 2;         ///< io_context threads (reactor-thread rounds)
   std::uint64_t round_runs = 2000;  ///< runs per round (a runtime, an io_context, a device)
   reactor_mode mode = reactor_mode::mixed;
-  std::chrono::milliseconds abort_grace{100};
+  std::chrono::milliseconds abort_grace{250};
   unsigned hang_limit_s = 60;  ///< seconds of running time without progress that count as a hang
   bool quiet = false;
 };

@@ -52,11 +52,9 @@ xrtio::sim::fault_rule pick_fault(std::uint64_t seed, std::uint64_t device_id, s
   xrtio::sim::fault_rule f;
   auto u = r.below(100000);
   bool canary = kernel == "late_marker";
-  // Kernels that synchronous runs use (checksum, late_marker) never get an
-  // abort longer than abort_grace: a synchronous wait settles an accepted
-  // abort for up to 1 s (abort_settle_limit), not abort_grace, so such an
-  // abort would not retain the run and the retention count could not say
-  // which runs to expect retained.
+  // The synchronous lane's kernels (checksum, late_marker) get no abort past
+  // the limit: its device counts long aborts against the synchronous limit
+  // (1 s), and waiting that long per round would slow the soak down.
   bool no_long_abort = kernel == "checksum" || canary;
   // scale runs have no deadline and nothing cancels them: every fault must
   // end by itself (no hang or slow abort without a duration).

@@ -13,6 +13,8 @@
 
 namespace soak {
 
+class stall_detector;
+
 enum class round_end { drain, destroy_io, destroy_runtime };
 
 struct round_spec {
@@ -24,6 +26,10 @@ struct round_spec {
 };
 
 /// Runs one round; returns how many runs it launched.
-std::uint64_t run_round(const options& o, const round_spec& spec, xrtio::memory_budget& budget, tally& t);
+/// Runs one round; returns how many runs it launched. `stalls` tells it
+/// whether the process stalled meanwhile (the retention count is then only
+/// checked to be at least the refused aborts).
+std::uint64_t run_round(const options& o, const round_spec& spec, xrtio::memory_budget& budget, tally& t,
+                        const stall_detector& stalls);
 
 }  // namespace soak

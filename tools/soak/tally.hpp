@@ -47,7 +47,7 @@ struct tally {
   std::atomic<std::uint64_t> cancels_terminal{0}, cancels_partial{0}, cancels_total{0};
   std::atomic<std::uint64_t> handles_dropped{0}, wait_policy{0};
   std::atomic<std::uint64_t> rounds{0}, rounds_inloop{0}, io_destroyed{0}, runtime_destroyed{0}, reopened{0};
-  std::atomic<std::uint64_t> retained{0}, refused_aborts{0}, long_aborts{0}, reaped{0};
+  std::atomic<std::uint64_t> retained{0}, refused_aborts{0}, long_aborts{0}, reaped{0}, rounds_stalled{0};
   std::atomic<std::uint64_t> device_runs{0}, fault_fail{0}, fault_hang{0}, fault_refuse{0}, fault_slow{0},
       fault_slow_long{0}, fault_lost{0};
   std::array<std::atomic<std::uint64_t>, static_cast<unsigned>(check::count_)> violations{};
