@@ -671,6 +671,7 @@ std::uint64_t run_round(const options& o, const round_spec& spec, xrtio::memory_
       w.io_alive->store(false);
       w.io_destroyed_pending = true;
       guard.reset();
+      coroutine_strands.clear();  // a strand must not outlive its io_context
       w.io.reset();  // destroys the coroutines and handlers still pending on it
       t.io_destroyed.fetch_add(1);
       std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard2;
@@ -713,6 +714,7 @@ std::uint64_t run_round(const options& o, const round_spec& spec, xrtio::memory_
   fut.join();
   syn.join();
   w.pool.join();
+  coroutine_strands.clear();
   w.io.reset();
   io2.reset();
   w.rt.reset();
