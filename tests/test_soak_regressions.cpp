@@ -85,3 +85,20 @@ TEST_CASE("soak regression: a run waiting behind a run whose abort is refused fa
   CHECK(s.timed_out == 0);
   CHECK(s.in_flight == 0);
 }
+
+namespace soak_regression {
+extern const bool asio_aligned_alloc_asio_first;  // asio_alloc_asio_first.cpp
+extern const bool asio_aligned_alloc_std_first;   // asio_alloc_std_first.cpp
+}  // namespace soak_regression
+
+// Defect: Asio 1.22 chooses its handler memory functions (aligned_alloc and
+// free, or operator new and delete) by whether <bits/c++config.h> was read
+// before its configuration. xrtio's files that begin with an Asio include
+// (inloop.cpp, completion_service.cpp, prepared_run.cpp) and files that do
+// not compiled different inline asio::aligned_new/aligned_delete, and memory
+// allocated by one was freed by the other: ASan's alloc-dealloc-mismatch in
+// ~thread_info_base from xrtio::run's io.poll() (the soak, in-loop rounds).
+// Both orders must agree.
+TEST_CASE("soak regression: Asio's handler memory functions do not depend on include order") {
+  CHECK(soak_regression::asio_aligned_alloc_asio_first == soak_regression::asio_aligned_alloc_std_first);
+}
