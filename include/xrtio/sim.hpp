@@ -93,7 +93,16 @@ struct kernel_def {
 /// scale(in, out, factor: f32, n: u32): out[i] = in[i] * factor over f32;
 /// checksum(in, out, n: u32): out[0] = FNV-1a 64 of the first n bytes of in;
 /// matmul(a, b, c, m, n, k: u32): c[m x n] = a[m x k] * b[k x n] over f32, row-major;
-/// noop(): nothing (dispatch-cost benchmarks).
+/// noop(): nothing (dispatch-cost benchmarks);
+/// late_marker(buf, expect: u64, marker: u64, hold_us: u32, late_us: u32):
+/// a canary for lease checks. It fails (ERROR) unless every whole u64 of buf
+/// holds `expect`, fills buf with `marker`, then holds the device for up to
+/// hold_us. Asked to stop (an accepted abort), it waits late_us more and
+/// writes `marker` again before ending in ABORT: the late write of a device
+/// that finishes a burst after the host gave up on it. Memory the host wrote
+/// or another run leased after the run's final state never sees that write
+/// unless a lease ended early. Run to its end (not stopped), it also fails
+/// if buf stopped holding `marker` meanwhile (someone wrote a leased range).
 std::vector<kernel_def> builtin_kernels();
 
 struct device_config {
@@ -105,10 +114,16 @@ struct device_config {
   std::function<fault_rule(std::string_view kernel, std::uint64_t run_number)> fault_selector{};
   /// Offer an eventfd that becomes readable on completions (the reactor sleeps on it).
   bool event_fd = true;
+  /// Accepted aborts that take longer than this (from the abort() call to its
+  /// return) are counted in device_stats::long_aborts; 0 = not counted. Set
+  /// it to the runtime's abort_grace to check that exactly the refused and
+  /// overlong aborts were retained (tools/soak).
+  std::chrono::nanoseconds long_abort_threshold{0};
 };
 
 struct device_stats {
   std::uint64_t started = 0, completed = 0, failed = 0, aborted = 0, abort_refused = 0;
+  std::uint64_t long_aborts = 0;  ///< accepted aborts longer than device_config::long_abort_threshold
 };
 
 class device;

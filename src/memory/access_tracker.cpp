@@ -144,10 +144,7 @@ void access_tracker::withdraw(std::span<access_request> reqs, const void* owner)
     std::lock_guard lock(t->mutex_);
     auto& q = t->waiting_;
     q.erase(std::remove_if(q.begin(), q.end(), [&](const waiter& x) { return x.owner == owner; }), q.end());
-    // A withdrawn waiter may have been holding back those behind it.
-    access_listener* last = nullptr;
-    for (auto& x : q)
-      if (x.listener != last) (last = x.listener)->access_released();
+    t->notify_waiters();  // a withdrawn waiter may have been holding back those behind it
   }
 }
 
@@ -163,16 +160,25 @@ void access_tracker::release(std::uint64_t id) noexcept {
       free_.push_back(static_cast<std::uint32_t>(e - slots_.data()));  // capacity: at most the slots
     }
   }
+  notify_waiters();
+}
+
+void access_tracker::mark_retained(std::uint64_t id) noexcept {
+  std::lock_guard lock(mutex_);
+  auto* e = find(id);
+  if (!e) return;
+  e->holder = holder_kind::retained;
+  // A run queued on this range must retry now: its answer changed from
+  // "wait" to range_retained, and no release will ever come to tell it.
+  notify_waiters();
+}
+
+void access_tracker::notify_waiters() noexcept {
   // Under the lock: a listener withdraws its waiters (taking this lock)
   // before it goes away, so it is alive here.
   access_listener* last = nullptr;
   for (auto& x : waiting_)
     if (x.listener != last) (last = x.listener)->access_released();
-}
-
-void access_tracker::mark_retained(std::uint64_t id) noexcept {
-  std::lock_guard lock(mutex_);
-  if (auto* e = find(id)) e->holder = holder_kind::retained;
 }
 
 std::size_t access_tracker::active_count() const {

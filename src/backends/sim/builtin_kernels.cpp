@@ -1,5 +1,8 @@
 // The simulated device's stock kernels: real computations on buffer memory.
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <string>
 
 #include "xrtio/sim.hpp"
@@ -23,6 +26,37 @@ bool fits(kernel_call& c, unsigned arg, std::uint64_t bytes) {
     return false;
   }
   return true;
+}
+
+// Every whole u64 of `words` equals `v`.
+bool all_equal(std::span<std::uint64_t> words, std::uint64_t v) {
+  for (auto w : words)
+    if (w != v) return false;
+  return true;
+}
+
+/// Steps of the hold and late waits: short, so an abort is seen promptly.
+constexpr auto late_marker_step = std::chrono::microseconds(50);
+
+// The lease canary (sim.hpp, late_marker).
+void late_marker(kernel_call& c) {
+  auto words = c.buffer_as<std::uint64_t>(0);
+  auto expect = c.scalar<std::uint64_t>(1), marker = c.scalar<std::uint64_t>(2);
+  auto hold = std::chrono::microseconds(c.scalar<std::uint32_t>(3));
+  auto late = std::chrono::microseconds(c.scalar<std::uint32_t>(4));
+  if (!all_equal(words, expect)) return c.fail("late_marker: the buffer does not hold what the host wrote");
+  for (auto& w : words) w = marker;
+  auto until = std::chrono::steady_clock::now() + hold;
+  while (!c.stop_requested() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(late_marker_step,
+                                                                             until - std::chrono::steady_clock::now()));
+  bool intact = all_equal(words, marker);
+  if (c.stop_requested()) {
+    std::this_thread::sleep_for(late);
+    intact = intact && all_equal(words, marker);
+    for (auto& w : words) w = marker;  // the late write
+  }
+  if (!intact) c.fail("late_marker: the buffer was written by someone else while leased");
 }
 }  // namespace
 
@@ -74,6 +108,10 @@ std::vector<kernel_def> builtin_kernels() {
                    }
                }});
   k.push_back({"noop", {}, [](kernel_call&) {}});
+  k.push_back({"late_marker",
+               {buf("buf"), scalar<std::uint64_t>("expect"), scalar<std::uint64_t>("marker"),
+                scalar<std::uint32_t>("hold_us"), scalar<std::uint32_t>("late_us")},
+               late_marker});
   return k;
 }
 

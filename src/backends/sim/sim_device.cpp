@@ -111,6 +111,17 @@ void sim_device_impl::submit(sim_run* r) {
 }
 
 backend::abort_outcome sim_device_impl::abort(sim_run* r) {
+  auto began = clock::now();
+  auto outcome = abort_run(r);
+  if (outcome == backend::abort_outcome::done && cfg_.long_abort_threshold.count() > 0 &&
+      clock::now() - began > cfg_.long_abort_threshold) {
+    std::lock_guard lock(mutex_);
+    ++stats_.long_aborts;
+  }
+  return outcome;
+}
+
+backend::abort_outcome sim_device_impl::abort_run(sim_run* r) {
   std::unique_lock lock(mutex_);
   auto s = r->state_.load();
   if (is_final(s)) return backend::abort_outcome::done;

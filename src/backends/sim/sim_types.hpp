@@ -165,6 +165,7 @@ class sim_device_impl final : public device {
 
   // ---- called by runs ----
   void submit(sim_run* r);
+  /// Aborts `r` (abort_run) and counts it in long_aborts if it took longer than long_abort_threshold.
   backend::abort_outcome abort(sim_run* r);
 
  private:
@@ -186,6 +187,7 @@ class sim_device_impl final : public device {
   void wake_for(const sim_run& r, std::unique_lock<std::mutex>& lock);
   void finish(sim_run* r, run_state s);
   void lose_locked();
+  backend::abort_outcome abort_run(sim_run* r);
 
   // The compute units (compute_unit.cpp).
   void compute_unit(cu_slot& self);
