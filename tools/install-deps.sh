@@ -4,6 +4,8 @@
 set -euo pipefail
 pkgs=(g++ cmake ninja-build pkg-config libasio-dev liburing-dev doctest-dev gnuplot-nox uuid-dev gdb)
 [ "${XRTIO_NO_XRT:-0}" = 1 ] || pkgs+=(libxrt-dev libxrt1)
+# clang and libFuzzer for the fuzz targets (tools/fuzz.sh); XRTIO_NO_FUZZ=1 skips them.
+[ "${XRTIO_NO_FUZZ:-0}" = 1 ] || pkgs+=(clang libfuzzer-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -163,16 +163,25 @@ void access_tracker::release(std::uint64_t id) noexcept {
       free_.push_back(static_cast<std::uint32_t>(e - slots_.data()));  // capacity: at most the slots
     }
   }
+  notify_waiters();
+}
+
+void access_tracker::mark_retained(std::uint64_t id) noexcept {
+  std::lock_guard lock(mutex_);
+  if (auto* e = find(id)) {
+    e->holder = holder_kind::retained;
+    // A run queued behind this lease can now never have it: told, it
+    // retries and fails with range_retained instead of waiting for good.
+    notify_waiters();
+  }
+}
+
+void access_tracker::notify_waiters() noexcept {
   // Under the lock: a listener withdraws its waiters (taking this lock)
   // before it goes away, so it is alive here.
   access_listener* last = nullptr;
   for (auto& x : waiting_)
     if (x.listener != last) (last = x.listener)->access_released();
-}
-
-void access_tracker::mark_retained(std::uint64_t id) noexcept {
-  std::lock_guard lock(mutex_);
-  if (auto* e = find(id)) e->holder = holder_kind::retained;
 }
 
 std::size_t access_tracker::active_count() const {

@@ -71,7 +71,9 @@ class access_tracker {
   static std::uint64_t next_wait_seq() noexcept;
 
   void release(std::uint64_t id) noexcept;
-  /// Keeps the lease for good and makes later conflicts report `retained`.
+  /// Keeps the lease for good and makes later conflicts report `retained`;
+  /// tells the queued waiters, so that a run the lease blocks retries and
+  /// fails with range_retained rather than waiting for good.
   void mark_retained(std::uint64_t id) noexcept;
 
   /// Entries and waiters now held (tests, diagnostics).
@@ -105,6 +107,8 @@ class access_tracker {
   std::uint64_t next_seq_ = 1;
   std::uint64_t add(std::size_t begin, std::size_t end, access_mode mode, holder_kind holder);
   entry* find(std::uint64_t id) noexcept;
+  /// Tells every queued waiter's listener (once per run of equal listeners) to retry. Under mutex_.
+  void notify_waiters() noexcept;
 
   static bool overlaps(std::size_t b1, std::size_t e1, std::size_t b2, std::size_t e2) noexcept {
     return b1 < e2 && b2 < e1;
