@@ -84,8 +84,9 @@ kernel_desc& parser::current_kernel(const char* keyword) {
 }
 
 void parser::platform(const words& w) {
-  if (w.size() != 2 || w[1].size() > max_platform_chars)
-    throw fail("platform takes one name of at most " + std::to_string(max_platform_chars) + " characters");
+  if (w.size() != 2 || w[1].size() > max_platform_chars || !printable(w[1]))
+    throw fail("platform takes one name of at most " + std::to_string(max_platform_chars) +
+               " printable ASCII characters");
   d_.platform = w[1];
 }
 
@@ -119,7 +120,7 @@ void parser::bank_options(const words& w, bank_desc& b) {
 }
 
 void parser::kernel(const words& w) {
-  if (w.size() != 2 || !valid_name(w[1])) throw fail("kernel takes one name");
+  if (w.size() != 2 || !valid_identifier(w[1])) throw fail("kernel takes one name of letters, digits and _");
   for (auto& k : d_.kernels)
     if (k.name == w[1]) throw fail("kernel \"" + w[1] + "\" declared twice");
   d_.kernels.push_back({w[1], {}, {}});
@@ -151,7 +152,8 @@ void parser::arg(const words& w) {
   for (auto& o : k.args)
     if (o.name == a.name) throw fail("argument \"" + a.name + "\" declared twice in kernel " + k.name);
   // The type lands in an XML attribute as written.
-  if (a.type.find_first_of("<>&\"'") != std::string::npos) throw fail("bad type \"" + a.type + "\"");
+  if (!printable(a.type) || a.type.find_first_of("<>&\"'") != std::string::npos)
+    throw fail("bad type \"" + a.type + "\": printable ASCII but < > & \" '");
   arg_kind(w, a);
   k.args.push_back(std::move(a));
 }
