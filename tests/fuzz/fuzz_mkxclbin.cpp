@@ -70,6 +70,7 @@ void check_description(const mk::description& d) {
     for (auto& a : k.args) {
       XFUZZ_CHECK(name_chars(a.name), "argument name \"" + a.name + "\"");
       XFUZZ_CHECK(printable(a.type), "argument type \"" + a.type + "\"");
+      XFUZZ_CHECK(a.buffer || a.type.find('*') == std::string::npos, "scalar " + a.name + " of pointer type " + a.type);
       XFUZZ_CHECK(a.buffer ? a.size == 8 : (a.size >= 1 && a.size <= max_scalar_bytes),
             "argument " + a.name + " of size " + std::to_string(a.size));
       XFUZZ_CHECK(a.buffer != a.banks.empty(), "argument " + a.name + ": banks iff a buffer");

@@ -168,6 +168,9 @@ void parser::arg_kind(const words& w, arg_desc& a) {
       if (b.empty()) throw fail("empty bank name in \"" + w[4] + "\"");
   } else if (w[2] == "scalar") {
     a.buffer = false;
+    // XRT 2.13 records no address qualifier: a reader takes a pointer type
+    // for a buffer (xrtio's does), so a scalar's type must not be one.
+    if (a.type.find('*') != std::string::npos) throw fail("scalar type \"" + a.type + "\" is a pointer");
     a.size = parse_number(w[4], false, line_);
     if (a.size == 0 || a.size > max_scalar_bytes)
       throw fail("scalar size must be 1.." + std::to_string(max_scalar_bytes) + " bytes");
