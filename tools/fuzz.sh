@@ -29,9 +29,11 @@ if [ ! -f "$dir/CMakeCache.txt" ]; then
 fi
 cmake --build "$dir" -j"$(nproc)" --target "fuzz-$target"
 mkdir -p "$dir/corpus/$target" "$dir/artifacts/$target"
-# Each input has 10 s and 2 GiB (malloc and RSS); leaks are reported
+# Each input has 120 s (wall time: generous, so that a machine that stops or
+# starves the fuzzer for a while is not taken for a hang) and 2 GiB (malloc
+# and RSS); leaks are reported
 # (detect_leaks). UBSan reports are crashes (no recovery: cmake/fuzzing.cmake).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-exec "$dir/tests/fuzz/fuzz-$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+exec "$dir/tests/fuzz/fuzz-$target" -max_total_time="$seconds" -timeout=120 -rss_limit_mb=2048 -print_final_stats=1 \
   -artifact_prefix="$dir/artifacts/$target/" "$@" "$dir/corpus/$target" "tests/fuzz/corpus/$target"
