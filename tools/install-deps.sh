@@ -8,6 +8,8 @@ pkgs+=(python3 prometheus)
 # xrtio-server (examples/server): its parser; curl for its tests; wrk for tools/load-test.sh
 pkgs+=(libhttp-parser-dev curl wrk)
 [ "${XRTIO_NO_XRT:-0}" = 1 ] || pkgs+=(libxrt-dev libxrt1)
+# clang and libFuzzer for the fuzz targets (tools/fuzz.sh); XRTIO_NO_FUZZ=1 skips them.
+[ "${XRTIO_NO_FUZZ:-0}" = 1 ] || pkgs+=(clang libfuzzer-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -84,8 +84,9 @@ kernel_desc& parser::current_kernel(const char* keyword) {
 }
 
 void parser::platform(const words& w) {
-  if (w.size() != 2 || w[1].size() > max_platform_chars)
-    throw fail("platform takes one name of at most " + std::to_string(max_platform_chars) + " characters");
+  if (w.size() != 2 || w[1].size() > max_platform_chars || !printable(w[1]))
+    throw fail("platform takes one name of at most " + std::to_string(max_platform_chars) +
+               " printable ASCII characters");
   d_.platform = w[1];
 }
 
@@ -119,7 +120,7 @@ void parser::bank_options(const words& w, bank_desc& b) {
 }
 
 void parser::kernel(const words& w) {
-  if (w.size() != 2 || !valid_name(w[1])) throw fail("kernel takes one name");
+  if (w.size() != 2 || !valid_identifier(w[1])) throw fail("kernel takes one name of letters, digits and _");
   for (auto& k : d_.kernels)
     if (k.name == w[1]) throw fail("kernel \"" + w[1] + "\" declared twice");
   d_.kernels.push_back({w[1], {}, {}});
@@ -151,7 +152,8 @@ void parser::arg(const words& w) {
   for (auto& o : k.args)
     if (o.name == a.name) throw fail("argument \"" + a.name + "\" declared twice in kernel " + k.name);
   // The type lands in an XML attribute as written.
-  if (a.type.find_first_of("<>&\"'") != std::string::npos) throw fail("bad type \"" + a.type + "\"");
+  if (!printable(a.type) || a.type.find_first_of("<>&\"'") != std::string::npos)
+    throw fail("bad type \"" + a.type + "\": printable ASCII but < > & \" '");
   arg_kind(w, a);
   k.args.push_back(std::move(a));
 }
@@ -166,6 +168,9 @@ void parser::arg_kind(const words& w, arg_desc& a) {
       if (b.empty()) throw fail("empty bank name in \"" + w[4] + "\"");
   } else if (w[2] == "scalar") {
     a.buffer = false;
+    // XRT 2.13 records no address qualifier: a reader takes a pointer type
+    // for a buffer (xrtio's does), so a scalar's type must not be one.
+    if (a.type.find('*') != std::string::npos) throw fail("scalar type \"" + a.type + "\" is a pointer");
     a.size = parse_number(w[4], false, line_);
     if (a.size == 0 || a.size > max_scalar_bytes)
       throw fail("scalar size must be 1.." + std::to_string(max_scalar_bytes) + " bytes");

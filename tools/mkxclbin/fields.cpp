@@ -78,4 +78,13 @@ bool valid_name(const std::string& s) {
   });
 }
 
+bool printable(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '!' && c <= '~'; });
+}
+
+bool valid_identifier(const std::string& s) {
+  if (s.empty()) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
 }  // namespace xrtio::mkxclbin

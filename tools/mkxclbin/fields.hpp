@@ -26,4 +26,14 @@ std::vector<std::string> split(const std::string& s, char sep);
 /// Non-empty, and only letters, digits and _ - . [ ].
 bool valid_name(const std::string& s);
 
+/// Non-empty, and only printable ASCII ('!' to '~'): a platform name or an
+/// argument type, which land in the header and the metadata XML as written
+/// (a NUL or a control character there makes XRT refuse the xclbin).
+bool printable(const std::string& s);
+
+/// Non-empty, and only letters, digits and _: a kernel name. XRT 2.13 finds
+/// a kernel's compute units with a regular expression made from its name,
+/// so '.', '[' and ']' would match other kernels' units or be refused.
+bool valid_identifier(const std::string& s);
+
 }  // namespace xrtio::mkxclbin

@@ -6,11 +6,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -188,46 +190,97 @@ std::int32_t check_mem_topology(const section_reader& r) {
   return mems.count;
 }
 
-// Every name terminated, kernels named kernel:instance; returns the number of IPs.
-std::int32_t check_ip_layout(const section_reader& r) {
+// Every name terminated, kernels named kernel:instance; returns the names.
+std::vector<std::string> check_ip_layout(const section_reader& r) {
   auto ips = r.array(IP_LAYOUT, offsetof(ip_layout, m_ip_data), sizeof(ip_data));
+  std::vector<std::string> names;
   for (std::int32_t i = 0; i < ips.count; ++i) {
     auto ip = section_reader::entry<ip_data>(ips, i);
     if (!nul_terminated(ip.m_name, sizeof ip.m_name))
       bad_xclbin(r.path, "corrupt: IP_LAYOUT entry " + std::to_string(i) + " has an unterminated name");
-    if (ip.m_type == IP_KERNEL && !std::strchr(reinterpret_cast<const char*>(ip.m_name), ':'))
-      bad_xclbin(r.path, "corrupt: IP_LAYOUT kernel instance \"" +
-                             std::string(reinterpret_cast<const char*>(ip.m_name)) + "\" is not named kernel:instance");
+    names.emplace_back(reinterpret_cast<const char*>(ip.m_name));
+    if (ip.m_type == IP_KERNEL && names.back().find(':') == std::string::npos)
+      bad_xclbin(r.path, "corrupt: IP_LAYOUT kernel instance \"" + names.back() + "\" is not named kernel:instance");
   }
-  return ips.count;
+  return names;
 }
 
-// Every connection points at an IP and a bank that exist.
-void check_connectivity(const section_reader& r, std::int32_t ips, std::int32_t mems) {
-  if (!r.has(CONNECTIVITY)) return;
+// How many <arg> elements the metadata XML has, counted in its text: no
+// kernel has more arguments than that.
+std::size_t metadata_arg_elements(const section_reader& r) {
+  auto [off, sz] = r.sections.at(EMBEDDED_METADATA);
+  const std::string_view xml(r.xclbin.data() + off, sz);
+  constexpr std::string_view open = "<arg";
+  std::size_t n = 0;
+  for (auto at = xml.find(open); at != std::string_view::npos; at = xml.find(open, at + open.size())) {
+    const auto next = at + open.size();
+    if (next < xml.size() && (std::isspace(static_cast<unsigned char>(xml[next])) || xml[next] == '/' || xml[next] == '>'))
+      ++n;
+  }
+  return n;
+}
+
+// Every connection points at an IP and a bank that exist, and at an argument
+// index the metadata can have: XRT 2.13 sizes a vector by the index, so a
+// huge one would allocate gigabytes (found by fuzzing: docs/RELIABILITY.md).
+std::vector<connection> check_connectivity(const section_reader& r, std::int32_t ips, std::int32_t mems) {
+  if (!r.has(CONNECTIVITY)) return {};
   auto conns = r.array(CONNECTIVITY, offsetof(connectivity, m_connection), sizeof(connection));
+  const std::size_t args = metadata_arg_elements(r);
+  std::vector<connection> out;
   for (std::int32_t i = 0; i < conns.count; ++i) {
     auto c = section_reader::entry<connection>(conns, i);
+    auto entry = [&] {
+      return "CONNECTIVITY entry " + std::to_string(i) + " {arg " + std::to_string(c.arg_index) + ", ip " +
+             std::to_string(c.m_ip_layout_index) + ", mem " + std::to_string(c.mem_data_index) + "}";
+    };
     if (c.arg_index < 0 || c.m_ip_layout_index < 0 || c.m_ip_layout_index >= ips || c.mem_data_index < 0 ||
         c.mem_data_index >= mems)
-      bad_xclbin(r.path, "corrupt: CONNECTIVITY entry " + std::to_string(i) + " {arg " +
-                             std::to_string(c.arg_index) + ", ip " + std::to_string(c.m_ip_layout_index) + ", mem " +
-                             std::to_string(c.mem_data_index) + "} points outside IP_LAYOUT (" + std::to_string(ips) +
+      bad_xclbin(r.path, "corrupt: " + entry() + " points outside IP_LAYOUT (" + std::to_string(ips) +
                              ") or MEM_TOPOLOGY (" + std::to_string(mems) + ")");
+    if (static_cast<std::size_t>(c.arg_index) >= args)
+      bad_xclbin(r.path, "corrupt: " + entry() + " names argument " + std::to_string(c.arg_index) +
+                             " but EMBEDDED_METADATA declares " + std::to_string(args) + " arguments in all");
+    out.push_back(c);
   }
+  return out;
 }
+
+// What the structural checks leave for the check after XRT's parse.
+struct structure_facts {
+  std::vector<std::string> ip_names;   // IP_LAYOUT, in order
+  std::vector<connection> connections;  // CONNECTIVITY, checked
+};
 
 // Checks what XRT 2.13 trusts without checking. Cuts `data` to m_length:
 // anything past it (e.g. a signature) is not ours to parse.
-void check_structure(std::vector<char>& data, const std::string& path) {
+structure_facts check_structure(std::vector<char>& data, const std::string& path) {
   const header_facts h = check_header(data, path);
   data.resize(h.length);
   const std::span<const char> xclbin(data);
   const auto sections = read_sections(xclbin, h.sections, path);
   const section_reader r{xclbin, sections, path};
   const std::int32_t mems = check_mem_topology(r);
-  const std::int32_t ips = check_ip_layout(r);
-  check_connectivity(r, ips, mems);
+  structure_facts f;
+  f.ip_names = check_ip_layout(r);
+  f.connections = check_connectivity(r, static_cast<std::int32_t>(f.ip_names.size()), mems);
+  return f;
+}
+
+// Every connection of a compute unit names an argument its kernel has (XRT
+// ignores the others silently, leaving that argument without its bank).
+void check_connections(const xclbin_info& info, const structure_facts& f, const std::string& path) {
+  for (std::size_t i = 0; i < f.connections.size(); ++i) {
+    const auto& c = f.connections[i];
+    const auto& ip = f.ip_names[static_cast<std::size_t>(c.m_ip_layout_index)];
+    for (auto& k : info.kernels) {
+      bool is_cu = std::any_of(k.compute_units.begin(), k.compute_units.end(), [&](auto& cu) { return cu.name == ip; });
+      if (is_cu && static_cast<std::size_t>(c.arg_index) >= k.args.size())
+        bad_xclbin(path, "corrupt: CONNECTIVITY entry " + std::to_string(i) + " names argument " +
+                             std::to_string(c.arg_index) + " of compute unit " + ip + ", whose kernel " + k.name +
+                             " has " + std::to_string(k.args.size()) + " arguments");
+    }
+  }
 }
 
 // ---- description -------------------------------------------------------------------
@@ -303,7 +356,7 @@ xclbin_info describe(const xrt::xclbin& x, const std::string& path, std::size_t 
 
 // `data`: a whole xclbin's bytes.
 loaded_xclbin load_checked(std::vector<char> data, const std::string& path) {
-  check_structure(data, path);
+  const structure_facts facts = check_structure(data, path);
   loaded_xclbin l;
   try {
     l.xclbin = xrt::xclbin(data);
@@ -313,6 +366,7 @@ loaded_xclbin load_checked(std::vector<char> data, const std::string& path) {
   } catch (const std::exception& e) {
     bad_xclbin(path, std::string("rejected by XRT: ") + e.what());
   }
+  check_connections(l.info, facts, path);
   return l;
 }
 
