@@ -114,7 +114,7 @@ void reactor::start_on_device(run_op_base* op) noexcept {
 
 void reactor::submit(run_op_base* op) noexcept {
   if (stopping_.load(std::memory_order_acquire)) return reject(op, errc::shut_down);
-  if (op->options.timeout.count() > 0) op->deadline = clock::now() + op->options.timeout;
+  if (op->options.timeout.count() > 0) op->deadline = saturating_deadline(clock::now(), op->options.timeout);
   // Leases and submission on the caller's thread: no reactor hop before the
   // device starts working (the reactor only observes).
   const access_waiter* w = nullptr;

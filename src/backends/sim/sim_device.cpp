@@ -186,9 +186,17 @@ void sim_device_impl::unpark(sim_run* r) {
   r->parked_ = false;
 }
 
+// Under mutex_. A run turns RUNNING (once: a timed hang that ends runs its
+// kernel while already RUNNING), counted in stats().running.
+void sim_device_impl::set_running(sim_run* r) {
+  if (r->state_.load(std::memory_order_relaxed) != run_state::running) ++stats_.running;
+  r->state_.store(run_state::running, std::memory_order_release);
+}
+
 // Under mutex_. Publishes a final state and signals the event fd.
 void sim_device_impl::finish(sim_run* r, run_state s) {
   r->completed_at_ = clock::now();
+  if (r->state_.load(std::memory_order_relaxed) == run_state::running) --stats_.running;
   if (s == run_state::completed) ++stats_.completed;
   else if (s == run_state::abort) ++stats_.aborted;
   else ++stats_.failed;

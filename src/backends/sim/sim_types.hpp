@@ -184,6 +184,7 @@ class sim_device_impl final : public device {
   void remove(sim_run* r);
   void unpark(sim_run* r);
   void wake_for(const sim_run& r, std::unique_lock<std::mutex>& lock);
+  void set_running(sim_run* r);
   void finish(sim_run* r, run_state s);
   void lose_locked();
 
