@@ -356,7 +356,7 @@ void reactor::sleep(clock::time_point until, std::span<backend::native_device* c
   reactor_counters::bump(counters_.sleeps);
   bool woken = waiter_.wait(until, sources);
   sleeping_.store(false, std::memory_order_relaxed);
-  signalled_ = true;  // the devices' events were consumed: take_completions() no longer tells
+  signalled_ = true;  // the devices' events were consumed: the completion counts may say nothing new
   if (woken) reactor_counters::bump(counters_.wakeups);
   wake_pending_.store(false, std::memory_order_release);
 }
