@@ -110,6 +110,40 @@ inline int run_concurrently(fixture& f, int n) {
   return done;
 }
 
+/// A device config whose noop kernel hangs until aborted.
+inline xrtio::sim::device_config hang_noop(bool event_fd = true) {
+  xrtio::sim::device_config cfg;
+  cfg.event_fd = event_fd;
+  cfg.faults.push_back({.kernel = "noop", .what = xrtio::sim::fault::hang});
+  return cfg;
+}
+
+/// A noop run on a hang_noop() device, in flight until release(): for tests
+/// that watch the reactor rest while a run is on the device, for as long as
+/// they need to, however slowly a loaded host runs them.
+struct hung_run {
+  asio::io_context io;
+  asio::cancellation_signal sig;
+  std::error_code ec;
+  int calls = 0;
+  explicit hung_run(xrtio::context& ctx) {
+    xrtio::async_run(ctx.kernel("noop"),
+                     asio::bind_cancellation_slot(sig.slot(), asio::bind_executor(io, [this](std::error_code e, auto) {
+                                                    ec = e;
+                                                    ++calls;
+                                                  })));
+  }
+  /// Cancels the run (terminal: an abort) and waits for its handler.
+  void release() {
+    sig.emit(asio::cancellation_type::terminal);
+    io.run();
+  }
+};
+
+inline double ms_since(clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+}
+
 /// co_spawn completion that rethrows out of io_context::run().
 inline void rethrow(std::exception_ptr e) {
   if (e) std::rethrow_exception(e);

@@ -344,14 +344,16 @@ TEST_CASE("reactor: the handler never runs inside async_run, even for immediate 
   CHECK(got.empty());
   io.run();
   REQUIRE(got.size() == 6);
-  // Three reactors post independently: only the hung run's order is known.
+  // Three reactors post independently: no order is known.
   std::multiset<std::error_code> all(got.begin(), got.end());
   CHECK(all.count(xrtio::errc::argument_count) == 1);
   CHECK(all.count(xrtio::errc::argument_kind) == 1);
   CHECK(all.count(xrtio::errc::foreign_context) == 1);
   CHECK(all.count(xrtio::errc::range_in_use) == 1);
   CHECK(all.count(xrtio::errc::device_lost) == 1);
-  CHECK(got.back() == xrtio::errc::timed_out);
+  // Not necessarily last: on a loaded host its 30 ms deadline can pass
+  // before the lost device's run is even submitted (TSan, CI).
+  CHECK(all.count(xrtio::errc::timed_out) == 1);
   CHECK(dev(f.ctx).stats().started == 0);  // bad arguments never reach the device
 }
 
@@ -544,32 +546,36 @@ TEST_CASE("reactor: an idle reactor blocks with no timer: 0 wake-ups per second,
 }
 
 TEST_CASE("reactor: while a run is in flight the reactor backs off to bounded sleeps, then idles") {
-  xrtio::sim::device_config cfg;
-  cfg.latency.fixed = 100ms;
-  cfg.event_fd = false;  // the polling path; sleeping on the device's event is tested in test_prepared
+  // The polling path (no device event; sleeping on the event is tested in
+  // test_prepared), with a run that stays on the device until released: the
+  // checks wait for what they need instead of assuming how much CPU a loaded
+  // host gives the reactor in a fixed time.
   xrtio::runtime_options o;
   o.max_poll_interval = 1ms;
-  fixture f(cfg, o);
+  fixture f(rtest::hang_noop(false), o);
   std::this_thread::sleep_for(20ms);
   auto s0 = f.rt.stats();
-  asio::io_context io;
-  xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(io, [](std::error_code ec, xrtio::run_result) {
-                     CHECK(!ec);
-                   }));
-  io.run();
+  auto t0 = rtest::clock::now();
+  rtest::hung_run run(f.ctx);
+  // Sleeps bounded by max_poll_interval keep coming (one long sleep, or a
+  // busy spin, would never reach 20)...
+  CHECK(rtest::eventually([&] { return f.rt.stats().sleeps - s0.sleeps >= 20; }, 10000ms));
   auto s1 = f.rt.stats();
-  auto sleeps = s1.sleeps - s0.sleeps;
-  MESSAGE("100 ms run: " << sleeps << " sleeps, " << (s1.polls - s0.polls) << " polls, "
-                          << (s1.wakeups - s0.wakeups) << " wake-ups");
-  // Bounded by max_poll_interval (1 ms): dozens of sleeps over 100 ms and
-  // not a busy spin (well under one poll per microsecond).
-  CHECK(sleeps >= 20);
-  // Under TSan an earlier reactor saw io_uring_enter return early (cause not
-  // diagnosed): thousands of short sleeps. sleep() now waits again for the
-  // rest of its timeout when a wait ends with nothing for it, so the bounds
-  // are checked in every build.
-  CHECK(sleeps <= 2000);
-  CHECK(s1.polls - s0.polls <= 5000);
+  double ms = rtest::ms_since(t0);
+  auto sleeps = s1.sleeps - s0.sleeps, polls = s1.polls - s0.polls;
+  MESSAGE(ms << " ms on the device: " << sleeps << " sleeps, " << polls << " polls, " << (s1.wakeups - s0.wakeups)
+             << " wake-ups");
+  // ...and they are sleeps, not a spin: a bounded burst of polls while the
+  // adaptive spin runs out, then about one per sleep. Under TSan an earlier
+  // reactor saw io_uring_enter return early (thousands of short sleeps);
+  // sleep() now waits again for the rest of its timeout, and these bounds
+  // hold in every build.
+  CHECK(sleeps <= 2000 + 20 * ms);
+  CHECK(polls <= 5000 + 50 * ms);
+  run.release();
+  CHECK(run.calls == 1);
+  CHECK(run.ec == asio::error::operation_aborted);
+  // Nothing in flight: no timer at all.
   std::this_thread::sleep_for(50ms);
   auto s2 = f.rt.stats();
   std::this_thread::sleep_for(300ms);

@@ -3,6 +3,10 @@
 # Run as root (the README's commands do). Set XRTIO_NO_XRT=1 to skip XRT.
 set -euo pipefail
 pkgs=(g++ cmake ninja-build pkg-config libasio-dev liburing-dev doctest-dev gnuplot-nox uuid-dev gdb)
+# The trace's JSON check (tests/check_chrome_trace.py) and the metrics check (promtool).
+pkgs+=(python3 prometheus)
+# xrtio-server (examples/server): its parser; curl for its tests; wrk for tools/load-test.sh
+pkgs+=(libhttp-parser-dev curl wrk)
 [ "${XRTIO_NO_XRT:-0}" = 1 ] || pkgs+=(libxrt-dev libxrt1)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -81,6 +82,19 @@ struct runtime_options {
   /// kernels of up to predict_max_run_time: their completions are then seen
   /// within a poll, at the CPU cost of a shared-loop poller.
   std::chrono::nanoseconds inloop_spin = std::chrono::microseconds(250);
+  /// Record a timeline of the asynchronous runs (xrtio/trace.hpp) in a ring
+  /// of this many events, allocated here, once; when it is full the oldest
+  /// events are overwritten and counted as dropped. 0 (the default) = off:
+  /// then recording costs one predictable branch per event site, no clock
+  /// read, no atomic. On, it costs a few clock reads and atomics per run
+  /// (docs/DESIGN.md, "Trace and metrics").
+  std::size_t trace_capacity = 0;
+  /// Keep the completion-to-resume histogram of xrtio/metrics.hpp: one clock
+  /// read and an atomic add per run, on the handler's thread, just before
+  /// the handler is called. Off by default (measured at 5-10% of the
+  /// throughput with 4096 runs in flight); the device-time and lease-queueing
+  /// histograms reuse the reactor's own stamps and are always kept.
+  bool latency_histograms = false;
 };
 
 struct runtime_stats {

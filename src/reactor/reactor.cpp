@@ -71,6 +71,7 @@ void reactor::complete_orphans() noexcept {
       op->core.retain(op->ticket);
       op->ec = errc::abort_failed;
       counters_.retained.fetch_add(1, std::memory_order_relaxed);
+      trace_at(trace_event_kind::retained, op, op->result.observed, outcome(op));
     }
     op->ph = run_op_base::phase::finished;
     op->batch_next = nullptr;
@@ -84,6 +85,8 @@ void reactor::access_released() noexcept {
 }
 
 void reactor::reject(run_op_base* op, std::error_code ec) noexcept {
+  if (observer_ && !op->observer) [[unlikely]]
+    observe_submit(op);  // rejected before submit() saw it
   op->core.release();  // never started: no leases; frees a prepared run for its next execution
   op->ec = ec;
   op->result = {};
@@ -112,7 +115,19 @@ void reactor::start_on_device(run_op_base* op) noexcept {
   }
 }
 
+// The run reports to this runtime's observer; a traced run gets its id and
+// its first event.
+void reactor::observe_submit(run_op_base* op) noexcept {
+  op->observer = observer_.get();
+  if (trace_) {
+    op->run_id = observer_->next_run_id();
+    trace_->record(trace_event_kind::submitted, op->run_id, clock::now());
+  }
+}
+
 void reactor::submit(run_op_base* op) noexcept {
+  if (observer_) [[unlikely]]
+    observe_submit(op);
   if (stopping_.load(std::memory_order_acquire)) return reject(op, errc::shut_down);
   if (op->options.timeout.count() > 0) op->deadline = saturating_deadline(clock::now(), op->options.timeout);
   // Leases and submission on the caller's thread: no reactor hop before the
@@ -125,10 +140,13 @@ void reactor::submit(run_op_base* op) noexcept {
   auto st = op->core.acquire(nullptr, w);
   switch (st) {
     case acquire_status::acquired:
+      trace_now(trace_event_kind::leases_granted, op);
       start_on_device(op);
+      if (op->ph == run_op_base::phase::on_device) trace_at(trace_event_kind::started, op, op->core.submitted());
       break;
     case acquire_status::queued:
       op->ph = run_op_base::phase::waiting;
+      op->queued_at = clock::now();  // it waits anyway: the lease-queueing histogram's start
       break;
     case acquire_status::retained:
     case acquire_status::conflict:
@@ -213,7 +231,7 @@ reactor::pass_result reactor::pass(clock::time_point now) noexcept {
   r.activity |= r.found.finished;
   refresh_head(now);
   if (!done_.empty()) {
-    flush_completions();
+    flush_completions(now);
     r.activity = true;
   }
   if (shutting_down_) {
@@ -247,8 +265,8 @@ void reactor::run() noexcept {
   drain_after_stop();
 }
 
-reactor::drive_result reactor::drive() noexcept {
-  auto r = pass(clock::now());
+reactor::drive_result reactor::drive(clock::time_point now) noexcept {
+  auto r = pass(now);
   return {r.activity, !device_.empty() || !waiting_.empty(), r.found.next_deadline};
 }
 

@@ -14,6 +14,7 @@
 #include "aborter.hpp"
 #include "completion_predictor.hpp"
 #include "device_tracker.hpp"
+#include "observe/run_observer.hpp"
 #include "reactor_counters.hpp"
 #include "spin_policy.hpp"
 #include "util/atomic_intrusive_stack.hpp"
@@ -40,6 +41,9 @@ class reactor final : public access_listener {
   void stop() noexcept;  // reactor_shutdown.cpp
   runtime_stats stats() const noexcept;
   const runtime_options& options() const noexcept { return opts_; }
+  // Trace and metrics (src/observe/): read from any thread.
+  const run_metrics& metrics() const noexcept { return metrics_; }
+  const run_observer* observer() const noexcept { return observer_.get(); }
 
   // In-loop mode (runtime_options::reactor_thread false; inloop.cpp): the
   // reactor has no thread and one driver thread at a time runs its passes
@@ -50,8 +54,8 @@ class reactor final : public access_listener {
     bool busy = false;      // runs waiting for leases or on the device
     clock::time_point next_deadline = clock::time_point::max();
   };
-  /// One pass, without resting (the driver rests by running handlers).
-  drive_result drive() noexcept;
+  /// One pass at `now`, without resting (the driver rests by running handlers).
+  drive_result drive(clock::time_point now) noexcept;
   /// The driver is about to block: returns false (and stays awake) when a
   /// request arrived meanwhile. While blocked, wake() calls `waker`.
   bool block_begin() noexcept;
@@ -98,6 +102,21 @@ class reactor final : public access_listener {
   void start_on_device(run_op_base* op) noexcept;
   void to_device(run_op_base* op) noexcept;
 
+  // Trace events: one branch when not tracing (then no clock read, no atomic).
+  void trace_at(trace_event_kind k, const run_op_base* op, clock::time_point t, std::uint8_t detail = 0) noexcept {
+    if (trace_) [[unlikely]]
+      trace_->record(k, op->run_id, t, detail);
+  }
+  void trace_now(trace_event_kind k, const run_op_base* op, std::uint8_t detail = 0) noexcept {
+    if (trace_) [[unlikely]]
+      trace_->record(k, op->run_id, clock::now(), detail);
+  }
+  /// The trace's detail byte: the run's state, and whether it failed.
+  static std::uint8_t outcome(const run_op_base* op) noexcept {
+    return static_cast<std::uint8_t>(static_cast<unsigned>(op->result.state) | (op->ec ? 0x80u : 0u));
+  }
+  void observe_submit(run_op_base* op) noexcept;
+
   // reactor_scan.cpp: observing runs on the device.
   scan_result scan(clock::time_point now) noexcept;
   bool scan_needed(clock::time_point now) noexcept;
@@ -108,7 +127,7 @@ class reactor final : public access_listener {
   void finish(run_op_base* op, run_state s) noexcept;
   void fail(run_op_base* op, std::error_code ec) noexcept;
   void retain(run_op_base* op) noexcept;
-  void flush_completions() noexcept;
+  void flush_completions(clock::time_point seen = {}) noexcept;
 
   // reactor_leases.cpp: runs waiting for their leases.
   void cancel_runs() noexcept;
@@ -133,6 +152,10 @@ class reactor final : public access_listener {
   std::atomic<bool> stopped_{false};
   wait_primitive waiter_;
   reactor_counters counters_;
+  run_metrics metrics_;  // written by the loop
+  // Only when tracing or keeping latency histograms (runtime_options).
+  std::unique_ptr<run_observer> observer_ = run_observer::make(opts_);
+  trace_ring* const trace_ = observer_ ? observer_->trace() : nullptr;
   // Reactor thread only:
   op_list waiting_;  // for leases, FIFO
   op_list device_;   // on the device or aborting; newest first

@@ -46,6 +46,7 @@ void reactor::retry_waiting() noexcept {
       withdraw_waiting(op, errc::range_retained);
       return true;
     }
+    trace_now(trace_event_kind::leases_granted, op);
     start_on_device(op);
     if (op->ph == run_op_base::phase::finished) {  // start refused: completes with its error
       rc::drop(counters_.in_flight);
@@ -53,6 +54,7 @@ void reactor::retry_waiting() noexcept {
       done_.push_back(op);
       return true;
     }
+    trace_at(trace_event_kind::started, op, op->core.submitted());
     to_device(op);
     return true;
   });

@@ -8,6 +8,7 @@
 //   xrtio-bench [--quick] [--repeat N] [--window S] [--json FILE] [--plot FILE.png]
 //               [--latencies US,US,..] [--in-flight C,C,..] [--contenders a,b,..]
 //               [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US] [--predict|--no-predict]
+//               [--trace-capacity N] [--latency-histograms]
 //
 // --spin-us / --max-poll-us set the xrtio runtime's spin_window and
 // max_poll_interval (runtime_options) for experiments; defaults: the library's.

@@ -64,7 +64,7 @@ struct result {
 
 struct bench_opts {
   double warm_s = 0.15, window_s = 1.0;
-  xrtio::runtime_options rt;  // --spin-us, --max-poll-us, --no-predict
+  xrtio::runtime_options rt;  // --spin-us, --max-poll-us, --no-predict, --trace-capacity, --latency-histograms
 };
 extern bench_opts g_opts;
 

@@ -42,6 +42,7 @@ void print_usage() {
                "usage: xrtio-bench [--quick] [--repeat N] [--window SECONDS] [--json FILE] [--plot FILE.png]\n"
                "                   [--latencies US,..] [--in-flight C,..] [--contenders NAME,..]\n"
                "                   [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US] [--predict|--no-predict]\n"
+               "                   [--trace-capacity N] [--latency-histograms]\n"
                "contenders: xrtio xrtio-inloop blocking-threads pool-offload loop-poll raw-xrt raw-xrt-wait xrtio@xrt\n"
                "            xrtio-prepared@xrt xrtio-inloop@xrt\n");
 }
@@ -66,6 +67,8 @@ bool parse_one(options& o, int argc, char** argv, int& i) {
   else if (!std::strcmp(argv[i], "--no-predict")) rt.predict_completions = false;
   else if (!std::strcmp(argv[i], "--predict")) rt.predict_completions = true;
   else if (arg("--max-poll-us")) rt.max_poll_interval = std::chrono::microseconds(std::atol(argv[++i]));
+  else if (arg("--trace-capacity")) rt.trace_capacity = static_cast<std::size_t>(std::atol(argv[++i]));
+  else if (!std::strcmp(argv[i], "--latency-histograms")) rt.latency_histograms = true;
   else return false;
   return true;
 }

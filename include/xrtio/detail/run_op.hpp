@@ -26,6 +26,7 @@
 #include "xrtio/detail/completion_service.hpp"
 #include "xrtio/detail/concrete_executor.hpp"
 #include "xrtio/detail/run_core.hpp"
+#include "xrtio/detail/run_observer.hpp"
 
 namespace xrtio::detail {
 
@@ -64,6 +65,13 @@ class run_op_base {
   std::error_code ec;
   run_result result;
   std::shared_ptr<reactor> rx;  // keeps the reactor alive for the cancellation handler
+  // Set at submission only when the runtime traces or keeps latency
+  // histograms (null otherwise); run_id only when it traces.
+  run_observer* observer = nullptr;
+  std::uint64_t run_id = 0;
+  // When the run began waiting for its leases (conflict_policy::wait), for
+  // the lease-queueing histogram; empty for a run that acquired at once.
+  std::chrono::steady_clock::time_point queued_at{};
 
   // Reactor thread only: when this run is expected to finish (max(): no prediction).
   std::chrono::steady_clock::time_point predicted = std::chrono::steady_clock::time_point::max();
@@ -156,6 +164,9 @@ class run_op final : public run_op_base {
     work_executor w(std::move(*o->work_));
     std::error_code ec = o->ec;
     run_result r = o->result;
+    // While the op (and through rx its runtime) still exists.
+    if (o->observer) [[unlikely]]
+      observe_resume(*o->observer, o->run_id, r.observed);
     destroy(o);
     std::move(h)(ec, r);
     (void)w;

@@ -1,0 +1,81 @@
+// xrtio-server: kernels over HTTP/1.1 (docs/SERVER.md).
+//   xrtio-server --port PORT [--threads N] [--sim-latency-us L] [--baseline] [--xrt-noop] [--trace FILE]
+// With --port 0 it binds a free port; either way it prints
+// "listening on 127.0.0.1:PORT" once it accepts connections. --trace FILE
+// records the runs' timeline and writes it as Chrome trace-event JSON on exit.
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "options.hpp"
+#include "server.hpp"
+#include "xrtio/trace.hpp"
+#include "xrtio/xrtio.hpp"
+#if XRTIO_HAS_XRT
+#include "xrtio/xrt.hpp"
+#endif
+
+namespace {
+
+xrtio::context open_device(const server::options& o) {
+  xrtio::memory_budget budget(o.budget_bytes);
+  if (o.xrt_noop) {
+#if XRTIO_HAS_XRT && defined(XRTIO_SERVER_XCLBIN)
+    // The no-op device completes each run after the delay without running
+    // the kernel: responses then carry whatever the output buffer held.
+    xrtio::xrt_backend::use_noop_device(std::chrono::microseconds(o.sim_latency_us));
+    return xrtio::xrt_backend::open({.xclbin_path = XRTIO_SERVER_XCLBIN}, budget);
+#else
+    throw std::runtime_error("--xrt-noop: this build has no XRT backend");
+#endif
+  }
+  xrtio::sim::device_config cfg;
+  cfg.compute_units = o.compute_units;
+  cfg.latency.fixed = std::chrono::microseconds(o.sim_latency_us);
+  return xrtio::sim::open(std::move(cfg), budget);
+}
+
+// The run timeline, for the Perfetto UI or chrome://tracing.
+void write_trace(const xrtio::runtime& rt, const std::string& path) {
+  std::ofstream f(path);
+  xrtio::write_chrome_trace(rt, f);
+  f.close();
+  if (!f) throw std::runtime_error("--trace: cannot write " + path);
+  auto t = xrtio::trace_statistics(rt);
+  std::printf("trace: %s (%llu events recorded, %llu dropped)\n", path.c_str(),
+              static_cast<unsigned long long>(t.recorded), static_cast<unsigned long long>(t.dropped));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto opts = server::parse_options(argc, argv);
+  if (!opts) return 2;
+  try {
+    // The completion-to-resume histogram is opt-in (a clock read per run);
+    // a server that exports /metrics wants it.
+    xrtio::runtime rt(xrtio::runtime_options{.trace_capacity = opts->trace_file.empty() ? 0 : opts->trace_capacity,
+                                             .latency_histograms = true});
+    auto ctx = open_device(*opts);
+    ctx.bind(rt);
+    server::kernel_set kernels{ctx.kernel("vadd"), ctx.kernel("scale"), ctx.kernel("matmul"), ctx.kernel("checksum"),
+                               opts->xrt_noop ? std::size_t{4096} : std::size_t{1}};
+    server::http_server srv(*opts, ctx, std::move(kernels), rt);
+    std::printf("listening on 127.0.0.1:%u (%s, %u io threads, sim latency %ld us%s)\n", srv.port(),
+                opts->baseline ? "baseline: blocking start()+wait() on a thread pool" : "xrtio: co_await async_run",
+                opts->threads, opts->sim_latency_us, opts->xrt_noop ? ", XRT no-op device" : "");
+    std::fflush(stdout);
+    srv.run();
+    if (!opts->trace_file.empty()) write_trace(rt, opts->trace_file);
+    auto s = rt.stats();
+    std::printf("stopped: %llu runs submitted, %llu completed, %llu timed out, %llu cancelled\n",
+                static_cast<unsigned long long>(s.submitted), static_cast<unsigned long long>(s.completed),
+                static_cast<unsigned long long>(s.timed_out), static_cast<unsigned long long>(s.cancelled));
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xrtio-server: %s\n", e.what());
+    return 1;
+  }
+}

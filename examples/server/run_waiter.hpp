@@ -1,0 +1,45 @@
+// How a request waits for its kernel run: the two servers differ only here.
+//  - xrtio (the default): co_await async_run with the request's deadline,
+//    while watching the client's socket; a client that goes away cancels the
+//    run through async_run's cancellation slot (the device run is aborted).
+//  - baseline (--baseline): what users write without xrtio: the run is
+//    started and waited for with the blocking start()+wait() on a thread pool,
+//    and the connection's coroutine awaits that pool task. A disconnect cannot
+//    interrupt a blocked wait(): the run goes on until it ends or its deadline.
+#pragma once
+
+#include <asio.hpp>
+#include <chrono>
+#include <system_error>
+
+#include "kernel_job.hpp"
+
+namespace server {
+
+struct run_outcome {
+  std::error_code ec;         ///< empty: completed
+  bool client_gone = false;   ///< the client disconnected while the run was in flight
+};
+
+class run_waiter {
+ public:
+  /// `pool_threads` > 0 makes the baseline waiter (a pool of that many threads).
+  explicit run_waiter(unsigned pool_threads);
+  ~run_waiter();
+  run_waiter(const run_waiter&) = delete;
+  run_waiter& operator=(const run_waiter&) = delete;
+
+  /// Runs `job` with `timeout`; on the caller's executor (the connection's strand).
+  asio::awaitable<run_outcome> run(const kernel_job& job, std::chrono::nanoseconds timeout, asio::ip::tcp::socket& client);
+
+  /// Ends the baseline's pool after its tasks (every one bounded by its deadline).
+  void join();
+
+ private:
+  asio::awaitable<run_outcome> run_async(const kernel_job& job, std::chrono::nanoseconds timeout,
+                                         asio::ip::tcp::socket& client);
+  asio::awaitable<run_outcome> run_blocking(const kernel_job& job, std::chrono::nanoseconds timeout);
+  std::unique_ptr<asio::thread_pool> pool_;
+};
+
+}  // namespace server

@@ -1,0 +1,51 @@
+#include "server_metrics.hpp"
+
+#include "xrtio/metrics.hpp"
+
+namespace server {
+namespace {
+
+void metric(std::string& out, const char* name, const char* type, const char* help, std::uint64_t v) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+  out += name;
+  out += ' ';
+  out += std::to_string(v);
+  out += '\n';
+}
+
+}  // namespace
+
+void server_counters::response(int status) noexcept {
+  std::size_t i = 0;
+  while (i + 1 < statuses.size() && statuses[i] != status) ++i;
+  by_status_[i].fetch_add(1, std::memory_order_relaxed);
+}
+
+void server_counters::append_to(std::string& out) const {
+  out += "# HELP xrtio_server_responses_total HTTP responses sent, by status (0: any other).\n"
+         "# TYPE xrtio_server_responses_total counter\n";
+  for (std::size_t i = 0; i < statuses.size(); ++i)
+    out += "xrtio_server_responses_total{code=\"" + std::to_string(statuses[i]) + "\"} " +
+           std::to_string(by_status_[i].load(std::memory_order_relaxed)) + "\n";
+  metric(out, "xrtio_server_disconnects_total", "counter", "Clients that went away while their run was in flight.",
+         disconnects_.load(std::memory_order_relaxed));
+  metric(out, "xrtio_server_connections", "gauge", "Open client connections.",
+         static_cast<std::uint64_t>(std::max<std::int64_t>(0, connections())));
+}
+
+std::string metrics_page(const xrtio::runtime& rt, const xrtio::memory_budget& budget, const server_counters& c) {
+  std::string out;
+  out = xrtio::metrics_text(rt, &budget);
+  c.append_to(out);
+  return out;
+}
+
+}  // namespace server

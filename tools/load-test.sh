@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Load test of xrtio-server against its --baseline (docs/SERVER.md): each
+# server on 127.0.0.1, driven by Debian's wrk (tools/load-test/vadd.lua: POST
+# /v1/vadd, 2 x 64 u32) at 1, 64 and 1024 connections, at sim latency 0 and
+# 50 us. The 1024-connection cell runs twice: RSS is read before and after the
+# second, identical run. Prints one table and writes it, with the commit and
+# a gnuplot plot, into docs/SERVER.md (between the load-test markers) and
+# docs/perf/server-load.{png,dat}.
+#   tools/load-test.sh [build-dir]      LOAD_TEST_SECONDS=5 (per cell)
+#   LOAD_TEST_NO_SAVE=1: print only.
+# Every run is bounded: wrk -d seconds, at most LOAD_TEST_MAX_REQUESTS per wrk
+# thread, and every wait for a server has a limit. Only loopback is targeted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+secs=${LOAD_TEST_SECONDS:-5}
+server=$build/examples/server/xrtio-server
+script=tools/load-test/vadd.lua
+for tool in wrk gnuplot; do
+  command -v "$tool" >/dev/null || { echo "load-test: $tool not found (bash tools/install-deps.sh installs it)" >&2; exit 1; }
+done
+[ -x "$server" ] || { echo "load-test: $server not built (cmake --build $build)" >&2; exit 1; }
+ulimit -n 8192
+
+work=$(mktemp -d /tmp/xrtio-load-test-XXXXXX)
+srv_pid=""
+cleanup() {
+  if [ -n "$srv_pid" ]; then kill -TERM "$srv_pid" 2>/dev/null || true; wait "$srv_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Starts a server; sets srv_pid and port. Waits at most 10 s for its line.
+start_server() {
+  "$server" --port 0 "$@" > "$work/server.out" 2>&1 &
+  srv_pid=$!
+  port=""
+  for _ in $(seq 1 200); do
+    port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.out")
+    [ -n "$port" ] && return 0
+    sleep 0.05
+  done
+  echo "load-test: the server did not start: $(cat "$work/server.out")" >&2
+  exit 1
+}
+
+# SIGTERM; a server still running 10 s later is killed (and reported).
+stop_server() {
+  kill -TERM "$srv_pid"
+  for _ in $(seq 1 200); do
+    kill -0 "$srv_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$srv_pid" 2>/dev/null; then
+    echo "load-test: the server did not stop within 10 s: killed" >&2
+    kill -KILL "$srv_pid"
+  fi
+  wait "$srv_pid" 2>/dev/null || true
+  srv_pid=""
+}
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$srv_pid/stat"; }
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$srv_pid/status"; }
+
+# One wrk run against the running server: prints "req/s p50 p99 p99.9 cpu_us_per_req errors".
+drive() {
+  local conns=$1 threads=2
+  [ "$conns" -lt 2 ] && threads=1
+  local t0 t1
+  t0=$(cpu_ticks)
+  wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 5s -s "$script" "http://127.0.0.1:$port/" > "$work/wrk.out" 2>&1 || true
+  t1=$(cpu_ticks)
+  local line
+  line=$(grep '^LOADTEST ' "$work/wrk.out" || true)
+  if [ -z "$line" ]; then
+    echo "load-test: wrk failed: $(cat "$work/wrk.out")" >&2
+    exit 1
+  fi
+  local hz
+  hz=$(getconf CLK_TCK)
+  echo "$line" | awk -v ticks=$((t1 - t0)) -v hz="$hz" '{
+    for (i = 2; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
+    n = v["requests"]; err = v["errors_connect"] + v["errors_read"] + v["errors_write"] + v["errors_status"] + v["errors_timeout"]
+    rps = n * 1e6 / v["duration_us"]; cpu = 0
+    if (n > 0) cpu = ticks * 1e6 / hz / n
+    printf "%.0f %d %d %d %.1f %d\n", rps, v["p50_us"], v["p99_us"], v["p999_us"], cpu, err }'
+}
+
+commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- examples src include || echo "+dirty")
+table="$work/table.md"
+dat="$work/server-load.dat"
+{
+  echo "| server | sim latency | connections | req/s | p50 us | p99 us | p99.9 us | server CPU us/req | errors | RSS KiB before / after 2nd run |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+} > "$table"
+: > "$dat"
+for lat in 0 50; do
+  for kind in xrtio baseline; do
+    flags=(--sim-latency-us "$lat")
+    [ "$kind" = baseline ] && flags+=(--baseline)
+    start_server "${flags[@]}"
+    echo "# $kind L=$lat" >> "$dat"
+    for conns in 1 64 1024; do
+      read -r rps p50 p99 p999 cpu err < <(drive "$conns")
+      rss="-"
+      if [ "$conns" = 1024 ]; then
+        before=$(rss_kib)
+        read -r rps p50 p99 p999 cpu err2 < <(drive "$conns")
+        err=$((err + err2))
+        rss="$before / $(rss_kib)"
+      fi
+      row="| $kind | $lat us | $conns | $rps | $p50 | $p99 | $p999 | $cpu | $err | $rss |"
+      echo "$row" >> "$table"
+      echo "$row"
+      echo "$conns $rps $p50 $p99 $p999" >> "$dat"
+    done
+    printf '\n\n' >> "$dat"
+    stop_server
+  done
+done
+
+load="$(cut -d' ' -f1-3 /proc/loadavg)"
+sched="normal scheduling"
+[ "$(chrt -p $$ | sed -n 's/.*policy: //p' | head -1)" = "SCHED_IDLE" ] && sched="chrt -i 0 (idle class)"
+header="Commit $commit, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, ${secs} s per cell, $sched, load average before the last cell: $load."
+echo
+echo "$header"
+cat "$table"
+
+[ "${LOAD_TEST_NO_SAVE:-0}" = 1 ] && exit 0
+mkdir -p docs/perf
+cp "$dat" docs/perf/server-load.dat
+# Style of xrtio-bench's plot (tools/bench/report_plot.cpp): pngcairo, one
+# column per latency, throughput above and p99 below, log scales.
+gnuplot <<GP
+set terminal pngcairo size 1100,800 font ',10'
+set output 'docs/perf/server-load.png'
+set multiplot layout 2,2 title 'xrtio-server vs --baseline (wrk, POST /v1/vadd, loopback; commit $commit)'
+set termoption noenhanced
+set logscale x 4
+set logscale y
+set grid
+set key top left font ',8'
+set xlabel 'connections'
+set title 'sim, L = 0 us: requests per second'
+set ylabel 'req/s'
+plot 'docs/perf/server-load.dat' index 0 using 1:2 with linespoints title 'xrtio', '' index 1 using 1:2 with linespoints title 'baseline'
+set title 'sim, L = 50 us: requests per second'
+plot 'docs/perf/server-load.dat' index 2 using 1:2 with linespoints title 'xrtio', '' index 3 using 1:2 with linespoints title 'baseline'
+set title 'sim, L = 0 us: latency p99'
+set ylabel 'p99 us'
+plot 'docs/perf/server-load.dat' index 0 using 1:4 with linespoints title 'xrtio', '' index 1 using 1:4 with linespoints title 'baseline'
+set title 'sim, L = 50 us: latency p99'
+plot 'docs/perf/server-load.dat' index 2 using 1:4 with linespoints title 'xrtio', '' index 3 using 1:4 with linespoints title 'baseline'
+unset multiplot
+GP
+# Replace what is between the markers in docs/SERVER.md.
+{
+  echo "$header"
+  echo
+  cat "$table"
+  echo
+  echo "![throughput and p99 per connection count](perf/server-load.png)"
+} > "$work/section.md"
+awk -v section="$work/section.md" '
+  /<!-- load-test:begin -->/ { print; while ((getline l < section) > 0) print l; skip = 1; next }
+  /<!-- load-test:end -->/ { skip = 0 }
+  !skip { print }' docs/SERVER.md > "$work/SERVER.md"
+cp "$work/SERVER.md" docs/SERVER.md
+echo "load-test: docs/SERVER.md, docs/perf/server-load.png and .dat written"
