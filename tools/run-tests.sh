@@ -12,7 +12,10 @@ if [ -n "${XRTIO_SANITIZE:-}" ]; then
 else
   build_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 fi
-cmake -S . -B "$dir" -G Ninja "${build_flags[@]}" -DXRTIO_SANITIZE="${XRTIO_SANITIZE:-}"
+# XRT is required here (XRTIO_WITH_XRT=ON): the XRT suites must fail the run
+# when XRT is missing, not vanish from it. XRTIO_WITH_XRT=AUTO or OFF opts out.
+cmake -S . -B "$dir" -G Ninja "${build_flags[@]}" -DXRTIO_SANITIZE="${XRTIO_SANITIZE:-}" \
+  -DXRTIO_WITH_XRT="${XRTIO_WITH_XRT:-ON}"
 cmake --build "$dir" -j"$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

@@ -86,6 +86,8 @@ class kernel {
   int group_id(unsigned index) const;
   xrtio::context context() const;
   backend::native_kernel& native() const noexcept { return *native_; }
+  /// False for a default-constructed or moved-from kernel.
+  explicit operator bool() const noexcept { return native_ != nullptr; }
 
  private:
   friend class xrtio::context;

@@ -35,6 +35,7 @@ enum class errc {
   shut_down,               ///< the runtime is shutting down or gone
   not_supported,           ///< the backend or platform cannot do this
   misaligned,              ///< memory not aligned as the device requires (imported user memory)
+  invalid_option,          ///< a run or runtime option out of its range (a negative duration)
 };
 
 const std::error_category& error_category() noexcept;

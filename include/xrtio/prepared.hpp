@@ -51,15 +51,24 @@ struct initiate_execute {
   template <class Handler>
   void operator()(Handler&& h, std::shared_ptr<prepared_state> p, const run_options& o) const {
     using op_t = run_op<std::decay_t<Handler>, 0, 0>;
-    auto rx = reactor_for(p->kernel, o);
-    op_t* op = op_t::create(std::move(h), p->kernel);
+    static const xrtio::kernel no_kernel;
+    const xrtio::kernel& k = p ? p->kernel : no_kernel;  // an empty prepared_run completes with invalid_size
+    auto rx = reactor_for(k, o);
+    op_t* op = op_t::create(std::move(h), k);
     op->rx = std::move(rx);
     op->options = o;
-    // One execution at a time: the native run cannot be started again
-    // before its final state was observed.
     std::error_code early;
-    if (p->in_flight.exchange(true, std::memory_order_acq_rel)) early = errc::busy;
-    else op->core.use_prepared(std::move(p));
+    if (!p) {
+      early = errc::invalid_size;
+    } else if (o.timeout.count() < 0) {
+      early = errc::invalid_option;
+    } else if (p->in_flight.exchange(true, std::memory_order_acq_rel)) {
+      // One execution at a time: the native run cannot be started again
+      // before its final state was observed.
+      early = errc::busy;
+    } else {
+      op->core.use_prepared(std::move(p));
+    }
     launch_run(op, early);
   }
 };

@@ -41,7 +41,10 @@ class run_handle {
   /// COMPLETED. Throws xrtio::error: the final state's own code (run_error,
   /// run_aborted, device_lost, ...), errc::timed_out after aborting a run that
   /// outlived `timeout`, errc::abort_failed when that abort was refused (the
-  /// run is then retained). The result stays available through result().
+  /// run is then retained), errc::invalid_option for a negative `timeout`
+  /// (the run goes on), errc::invalid_size on an empty handle. A `timeout`
+  /// of a year or more waits without limit. The result stays available
+  /// through result().
   run_result wait(std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max());
   /// Non-throwing form: `ec` is set as wait() would throw.
   run_result wait(std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;

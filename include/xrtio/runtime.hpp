@@ -121,6 +121,7 @@ struct runtime_stats {
 /// else default_runtime().
 class runtime {
  public:
+  /// Errors: errc::invalid_option for a negative duration in `options`.
   explicit runtime(runtime_options options = {});
   ~runtime();
   runtime(const runtime&) = delete;

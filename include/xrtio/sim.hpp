@@ -122,6 +122,9 @@ struct device_config {
 };
 
 struct device_stats {
+  /// Runs in state RUNNING now (executing, or hung by a fault): lets a test
+  /// act on a run known to be on a compute unit rather than racing a sleep.
+  std::uint64_t running = 0;
   std::uint64_t started = 0, completed = 0, failed = 0, aborted = 0, abort_refused = 0;
   std::uint64_t long_aborts = 0;  ///< accepted aborts longer than device_config::long_abort_threshold
 };

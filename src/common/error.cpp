@@ -36,6 +36,7 @@ class category final : public std::error_category {
       case errc::shut_down: return "runtime shut down";
       case errc::not_supported: return "not supported";
       case errc::misaligned: return "misaligned transfer";
+      case errc::invalid_option: return "option out of range";
     }
     return "unknown xrtio error " + std::to_string(v);
   }

@@ -9,6 +9,13 @@
 
 namespace xrtio {
 
+namespace {
+// A default-constructed or moved-from context has no state: refused, never dereferenced.
+void require(const std::shared_ptr<detail::context_state>& s, const char* what) {
+  if (!s) throw error(errc::invalid_size, std::string(what) + " on an empty context (default-constructed or moved-from)");
+}
+}  // namespace
+
 context::context(std::shared_ptr<backend::native_device> device, std::optional<memory_budget> budget)
     : state_(std::make_shared<detail::context_state>()) {
   if (!device) throw error(errc::backend_failure, "context: null device");
@@ -16,7 +23,10 @@ context::context(std::shared_ptr<backend::native_device> device, std::optional<m
   state_->budget = std::move(budget);
 }
 
-std::optional<memory_budget> context::budget() const { return state_->budget; }
+std::optional<memory_budget> context::budget() const {
+  require(state_, "context::budget");
+  return state_->budget;
+}
 
 buffer context::wrap(std::unique_ptr<backend::native_buffer> native, std::size_t size, memory_reservation charge,
                      bool imported) {
@@ -31,6 +41,7 @@ buffer context::wrap(std::unique_ptr<backend::native_buffer> native, std::size_t
 }
 
 buffer context::alloc(std::size_t size, buffer_options options) {
+  require(state_, "context::alloc");
   if (size == 0) throw error(errc::invalid_size, "context::alloc: size 0");
   // Charge first, allocate second (invariant 7): a failed allocation drops
   // the charge, a successful one hands it to the buffer, which releases it
@@ -43,6 +54,7 @@ buffer context::alloc(std::size_t size, buffer_options options) {
 }
 
 buffer context::import_user_memory(void* ptr, std::size_t size) {
+  require(state_, "context::import_user_memory");
   if (size == 0) throw error(errc::invalid_size, "context::import_user_memory: size 0");
   if (!ptr) throw error(errc::invalid_size, "context::import_user_memory: null pointer");
   std::unique_ptr<backend::native_buffer> native;
@@ -51,6 +63,7 @@ buffer context::import_user_memory(void* ptr, std::size_t size) {
 }
 
 buffer context::import_dmabuf(int fd, std::size_t size) {
+  require(state_, "context::import_dmabuf");
   if (size == 0) throw error(errc::invalid_size, "context::import_dmabuf: size 0");
   if (fd < 0) throw error(errc::invalid_size, "context::import_dmabuf: bad fd " + std::to_string(fd));
   std::unique_ptr<backend::native_buffer> native;
@@ -59,6 +72,7 @@ buffer context::import_dmabuf(int fd, std::size_t size) {
 }
 
 xrtio::kernel context::kernel(const std::string& name) {
+  require(state_, "context::kernel");
   std::lock_guard lock(state_->kernels_mutex);
   auto it = state_->kernels.find(name);
   if (it == state_->kernels.end())

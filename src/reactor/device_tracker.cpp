@@ -9,7 +9,7 @@ void device_tracker::add(backend::native_device* dev) noexcept {
       ++tracked_[i].runs;
       return;
     }
-  if (count_ < max_tracked) tracked_[count_++] = {dev, 1};
+  if (count_ < max_tracked) tracked_[count_++] = {dev, 1, 0};
   else ++untracked_;
 }
 
@@ -26,8 +26,13 @@ device_tracker::signals device_tracker::take_completions() noexcept {
   signals s;
   for (unsigned i = 0; i < count_; ++i) {
     auto* d = tracked_[i].dev;
-    if (d->event_fd() < 0) s.polled = true;
-    else if (d->take_completions()) s.completed = true;
+    if (d->event_fd() < 0) {
+      s.polled = true;
+      continue;
+    }
+    auto n = d->completion_count();
+    if (n == 0 || n != tracked_[i].seen) s.completed = true;  // 0: unknown, scan
+    tracked_[i].seen = n;
   }
   return s;
 }

@@ -1,6 +1,6 @@
 // The devices that have runs on them, with how many each has, so that a
 // reactor pass can ask the devices whether anything finished
-// (take_completions) instead of scanning every run, and so that a sleep can
+// (take_completions, from each device's completion_count) instead of scanning every run, and so that a sleep can
 // wait on their completion event fds.
 #pragma once
 
@@ -27,7 +27,7 @@ class device_tracker {
     bool completed = false;  // an evented device says runs finished
     bool polled = false;     // a device has no event: its runs must be polled
   };
-  /// Asks every tracked device (clearing each one's indication).
+  /// Asks every tracked device whether runs finished since this tracker last asked.
   signals take_completions() noexcept;
 
   /// The tracked devices' event sources, for one sleep. `complete` is true
@@ -43,6 +43,7 @@ class device_tracker {
   struct tracked_device {
     backend::native_device* dev;
     unsigned runs;
+    std::uint64_t seen = 0;  // the device's completion_count() at this reactor's last look
   };
   tracked_device tracked_[max_tracked]{};
   unsigned count_ = 0;

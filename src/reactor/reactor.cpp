@@ -129,7 +129,7 @@ void reactor::submit(run_op_base* op) noexcept {
   if (observer_) [[unlikely]]
     observe_submit(op);
   if (stopping_.load(std::memory_order_acquire)) return reject(op, errc::shut_down);
-  if (op->options.timeout.count() > 0) op->deadline = clock::now() + op->options.timeout;
+  if (op->options.timeout.count() > 0) op->deadline = saturating_deadline(clock::now(), op->options.timeout);
   // Leases and submission on the caller's thread: no reactor hop before the
   // device starts working (the reactor only observes).
   const access_waiter* w = nullptr;
@@ -374,7 +374,7 @@ void reactor::sleep(clock::time_point until, std::span<backend::native_device* c
   reactor_counters::bump(counters_.sleeps);
   bool woken = waiter_.wait(until, sources);
   sleeping_.store(false, std::memory_order_relaxed);
-  signalled_ = true;  // the devices' events were consumed: take_completions() no longer tells
+  signalled_ = true;  // the devices' events were consumed: the completion counts may say nothing new
   if (woken) reactor_counters::bump(counters_.wakeups);
   wake_pending_.store(false, std::memory_order_release);
 }

@@ -19,6 +19,7 @@
 #include "spin_policy.hpp"
 #include "util/atomic_intrusive_stack.hpp"
 #include "util/intrusive_queue.hpp"
+#include "util/saturating_deadline.hpp"
 #include "wait_primitive.hpp"
 #include "xrtio/detail/run_op.hpp"
 #include "xrtio/runtime.hpp"

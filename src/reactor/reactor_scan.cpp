@@ -147,7 +147,7 @@ bool reactor::check_aborting(run_op_base* op, clock::time_point now, scan_result
 void reactor::begin_abort(run_op_base* op, run_op_base::abort_reason why, clock::time_point now) noexcept {
   op->reason = why;
   op->ph = run_op_base::phase::aborting;
-  op->abort_deadline = now + opts_.abort_grace;
+  op->abort_deadline = saturating_deadline(now, opts_.abort_grace);
   ++aborting_;
   trace_at(trace_event_kind::abort_begin, op, now);
   try {

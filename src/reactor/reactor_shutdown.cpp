@@ -25,7 +25,7 @@ void reactor::stop() noexcept {
 
 void reactor::enter_shutdown(clock::time_point now) noexcept {
   shutting_down_ = true;
-  shutdown_deadline_ = now + opts_.shutdown_grace;
+  shutdown_deadline_ = saturating_deadline(now, opts_.shutdown_grace);
   // Runs still waiting for leases never reached the device: withdraw them.
   while (auto* op = waiting_.pop_front()) {
     rc::bump(counters_.failed);

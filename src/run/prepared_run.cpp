@@ -25,6 +25,14 @@ std::shared_ptr<prepared_state> make_prepared(const kernel& k, std::vector<arg_s
 }  // namespace detail
 
 bool prepared_run::in_flight() const noexcept { return state_ && state_->in_flight.load(std::memory_order_acquire); }
-const kernel& prepared_run::kernel() const noexcept { return state_->kernel; }
-const run_options& prepared_run::options() const noexcept { return state_->options; }
+// An empty prepared_run answers with an empty kernel and default options, so
+// that async_execute (and a chain holding it) can refuse it with invalid_size.
+const kernel& prepared_run::kernel() const noexcept {
+  static const xrtio::kernel none;
+  return state_ ? state_->kernel : none;
+}
+const run_options& prepared_run::options() const noexcept {
+  static const run_options none;
+  return state_ ? state_->options : none;
+}
 }  // namespace xrtio

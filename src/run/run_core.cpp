@@ -11,7 +11,15 @@ namespace xrtio::detail {
 
 run_core::~run_core() = default;
 
+void check_options(const run_options& options) {
+  if (options.timeout.count() < 0)
+    throw error(errc::invalid_option, "run_options::timeout is " + std::to_string(options.timeout.count()) +
+                                          " ns: negative (0 means no deadline)");
+}
+
 void run_core::validate(std::size_t given, const run_options& options) {
+  if (!kernel_) throw error(errc::invalid_size, "empty kernel handle (default-constructed or moved-from)");
+  check_options(options);
   const auto& name = kernel_.name();
   if (given > max_arguments)
     throw error(errc::too_many_arguments, "kernel " + name + ": " + std::to_string(given) +

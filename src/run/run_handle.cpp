@@ -1,6 +1,7 @@
 // Synchronous runs: xrtio::start and run_handle (wait, abort on destruction,
 // retention when the device will not let go).
 #include "run/retained_registry.hpp"
+#include "util/saturating_deadline.hpp"
 #include "xrtio/error.hpp"
 #include "xrtio/run.hpp"
 
@@ -46,7 +47,7 @@ run_handle make_sync_run(const kernel& k, std::vector<arg_slot> slots, std::size
                          const run_options& options) {
   auto p = std::make_unique<run_handle::impl>(k, std::move(slots));
   p->core.validate(given, options);
-  if (options.timeout.count() > 0) p->deadline = std::chrono::steady_clock::now() + options.timeout;
+  if (options.timeout.count() > 0) p->deadline = saturating_deadline(std::chrono::steady_clock::now(), options.timeout);
   p->run_timeout = options.timeout;
   std::string why;
   auto st = p->core.acquire(&why);
@@ -117,6 +118,10 @@ run_result run_handle::wait(std::chrono::nanoseconds timeout, std::error_code& e
     ec = errc::invalid_size;
     return {};
   }
+  if (timeout.count() < 0) {  // never taken as "already passed": that would abort the run
+    ec = errc::invalid_option;
+    return impl_->last;
+  }
   auto& d = *impl_;
   if (d.final) {
     // The native run is gone (released or retained): repeat the recorded
@@ -169,6 +174,9 @@ run_result run_handle::wait(std::chrono::nanoseconds timeout) {
   std::error_code ec;
   auto r = wait(timeout, ec);
   if (!ec) return r;
+  if (!impl_) throw error(ec, "run_handle::wait on an empty run_handle (default-constructed or moved-from)");
+  if (ec == make_error_code(errc::invalid_option))
+    throw error(ec, "run_handle::wait: timeout is " + std::to_string(timeout.count()) + " ns: negative");
   std::string what = "run of kernel " + (impl_ ? impl_->core.kernel().name() : std::string("?"));
   if (ec != make_error_code(errc::timed_out) && ec != make_error_code(errc::abort_failed))
     throw error(ec, what + ": final state " + std::string(to_string(r.state)));

@@ -109,13 +109,15 @@ class native_device {
   virtual int event_fd() const noexcept { return -1; }
   /// Drains the event fd after it became readable.
   virtual void consume_event() noexcept {}
-  /// Whether some run of this device may have reached a final state since
-  /// the last call or consume_event(); clears that indication. false only
-  /// when none has, which lets the reactor skip scanning its runs while it
-  /// spins. A final state stored before the indication must be visible to
-  /// the caller once it has seen true (acquire/release). Default: true
-  /// (unknown: scan).
-  virtual bool take_completions() noexcept { return true; }
+  /// A count that grows whenever a run of this device reaches a final state
+  /// (from 1), or 0 when unknown. Each reactor remembers the value it last
+  /// saw, so several runtimes with runs on one device each see every change
+  /// (a test-and-clear flag would let one runtime take another's news and
+  /// leave its runs unscanned). Unchanged lets the reactor skip scanning the
+  /// device's runs while it spins. A final state stored before the count
+  /// grew must be visible to a caller that reads the new count (acquire/
+  /// release). Default: 0 (unknown: scan).
+  virtual std::uint64_t completion_count() const noexcept { return 0; }
 };
 
 }  // namespace xrtio::backend

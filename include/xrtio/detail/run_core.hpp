@@ -54,6 +54,10 @@ void to_slot(arg_slot& s, T&& a) {
 class abort_ticket;
 struct prepared_state;
 
+/// Throws xrtio::error(errc::invalid_option) for options out of range (a
+/// negative timeout), naming the value.
+void check_options(const run_options& options);
+
 /// The part of a run shared by the synchronous handle and the asynchronous
 /// operation: its kernel, arguments, leases and native run. Storage for the
 /// slots and requests is provided by the owner (inline in async operations).
@@ -67,7 +71,8 @@ class run_core {
 
   /// Checks count, kinds, scalar sizes and contexts; fills the access
   /// requests. Throws xrtio::error (argument_count, too_many_arguments,
-  /// argument_kind, foreign_context, invalid_size).
+  /// argument_kind, foreign_context, invalid_size for an empty kernel or
+  /// buffer, invalid_option as check_options).
   void validate(std::size_t given_args, const run_options& options);
   /// All-or-nothing leases. `waiter` null: conflicts fail.
   acquire_status acquire(std::string* why, const access_waiter* waiter = nullptr) noexcept;

@@ -45,7 +45,7 @@ bool sim_device_impl::divert_faulted(sim_run* r, clock::time_point now) {
     return true;
   }
   if (f != fault::hang && f != fault::refuse_abort && f != fault::slow_abort) return false;
-  r->state_.store(run_state::running, std::memory_order_release);
+  set_running(r);
   if (r->fault_.duration.count() > 0) {
     r->hang_phase_ = true;
     r->due_ = now + r->fault_.duration;
@@ -60,7 +60,7 @@ bool sim_device_impl::divert_faulted(sim_run* r, clock::time_point now) {
 // Runs the kernel without the lock; a kernel that throws or calls fail() ends
 // in ERROR, one stopped by an abort in ABORT, one on a lost device in NORESPONSE.
 void sim_device_impl::execute(sim_run* r, std::unique_lock<std::mutex>& lock) {
-  r->state_.store(run_state::running, std::memory_order_release);
+  set_running(r);
   r->executing_ = true;
   executing_list_.push_back(r);
   lock.unlock();

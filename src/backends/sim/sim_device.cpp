@@ -66,12 +66,11 @@ void sim_device_impl::consume_event() noexcept {
   signaled_.exchange(false, std::memory_order_acq_rel);
 }
 
-bool sim_device_impl::take_completions() noexcept {
-  if (efd_ < 0) return true;  // no event fd: not tracked
+std::uint64_t sim_device_impl::completion_count() const noexcept {
+  if (efd_ < 0) return 0;  // no event fd: polled, not tracked
   // Separate from signaled_: clearing that would make every later
   // completion write the event fd while the reactor is awake and spinning.
-  if (!completions_.load(std::memory_order_relaxed)) return false;
-  return completions_.exchange(false, std::memory_order_acq_rel);
+  return completions_.load(std::memory_order_acquire);
 }
 
 device_stats sim_device_impl::stats() const {
@@ -197,15 +196,23 @@ void sim_device_impl::unpark(sim_run* r) {
   r->parked_ = false;
 }
 
+// Under mutex_. A run turns RUNNING (once: a timed hang that ends runs its
+// kernel while already RUNNING), counted in stats().running.
+void sim_device_impl::set_running(sim_run* r) {
+  if (r->state_.load(std::memory_order_relaxed) != run_state::running) ++stats_.running;
+  r->state_.store(run_state::running, std::memory_order_release);
+}
+
 // Under mutex_. Publishes a final state and signals the event fd.
 void sim_device_impl::finish(sim_run* r, run_state s) {
   r->completed_at_ = clock::now();
+  if (r->state_.load(std::memory_order_relaxed) == run_state::running) --stats_.running;
   if (s == run_state::completed) ++stats_.completed;
   else if (s == run_state::abort) ++stats_.aborted;
   else ++stats_.failed;
   r->state_.store(s, std::memory_order_release);
   if (r->waiters_) r->done_cv_.notify_all();  // only this run's waiters
-  completions_.store(true, std::memory_order_release);  // always: a skipped store would not publish this state
+  completions_.fetch_add(1, std::memory_order_release);  // always: a skipped update would not publish this state
   if (efd_ >= 0 && !signaled_.exchange(true, std::memory_order_acq_rel)) {
     std::uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(efd_, &one, sizeof one);

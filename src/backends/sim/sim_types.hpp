@@ -157,7 +157,7 @@ class sim_device_impl final : public device {
   std::vector<std::string> kernel_names() const override;
   int event_fd() const noexcept override { return efd_; }
   void consume_event() noexcept override;
-  bool take_completions() noexcept override;
+  std::uint64_t completion_count() const noexcept override;
 
   device_stats stats() const override;
   void add_fault(fault_rule rule) override;
@@ -185,6 +185,7 @@ class sim_device_impl final : public device {
   void remove(sim_run* r);
   void unpark(sim_run* r);
   void wake_for(const sim_run& r, std::unique_lock<std::mutex>& lock);
+  void set_running(sim_run* r);
   void finish(sim_run* r, run_state s);
   void lose_locked();
   backend::abort_outcome abort_run(sim_run* r);
@@ -205,7 +206,7 @@ class sim_device_impl final : public device {
   device_stats stats_;
   std::atomic<bool> lost_{false};
   std::atomic<bool> signaled_{false};     // event fd written and not yet consumed
-  std::atomic<bool> completions_{false};  // a run became final since take_completions()
+  std::atomic<std::uint64_t> completions_{1};  // grows with each final state (completion_count)
   bool stopping_ = false;
   int efd_ = -1;
 };
