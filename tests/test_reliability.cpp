@@ -344,47 +344,8 @@ TEST_CASE("reliability: 10 000 runs cancelled as the device completes them, on a
   for (auto& l : ls) CHECK(xtest::tracker(l.buf).active_count() == 0);
 }
 
-// ---- invariant 5: waiting behind a retained run ------------------------------------
-
-// Needs access_tracker::mark_retained to wake the runs queued on the tracker
-// (branch soak, commit 12f1725, which adds tests/test_soak_regressions.cpp):
-// without it the queued run waits forever. Skipped loudly (CTest: Skipped,
-// SKIP_REGULAR_EXPRESSION) until that fix is in the tree, then a real check.
-#if __has_include("test_soak_regressions.cpp")
-constexpr bool retained_waiters_woken = true;
-#else
-constexpr bool retained_waiters_woken = false;
-#endif
-
-TEST_CASE("reliability: a run waiting behind a run whose abort is refused gets range_retained and never starts") {
-  if (!retained_waiters_woken) {
-    MESSAGE("XRTIO-SKIP: needs the soak branch's access_tracker fix (mark_retained wakes queued runs, 12f1725)");
-    return;
-  }
-  fixture f(with_fault({.kernel = "vadd", .run_number = 1, .what = sim::fault::refuse_abort}));
-  auto v = make_vadd(f.ctx);
-  asio::io_context io;
-  async_outcome first, queued;
-  auto handler = [&io](async_outcome& o) {
-    return asio::bind_executor(io, [&o](std::error_code ec, xrtio::run_result r) {
-      o.ec = ec;
-      o.result = r;
-      o.calls.fetch_add(1);
-    });
-  };
-  run_vadd(f.ctx, v, {.timeout = 5ms}, handler(first));
-  run_vadd(f.ctx, v, {.on_conflict = xrtio::conflict_policy::wait}, handler(queued));
-  io.run();
-  CHECK(first.ec == errc::abort_failed);
-  CHECK(queued.calls.load() == 1);
-  CHECK(queued.ec == errc::range_retained);
-  CHECK(queued.result.state == xrtio::run_state::new_);
-  CHECK(dev(f.ctx).stats().started == 1);  // the queued run never reached the device
-  CHECK(xtest::tracker(v.c).waiting_count() == 0);
-  CHECK(f.rt.stats().in_flight == 0);
-  dev(f.ctx).lose();
-  xrtio::reap_retained();
-}
+// ---- invariant 5: a retained prepared run --------------------------------------
+// (A run waiting behind a retained run: tests/test_soak_regressions.cpp.)
 
 TEST_CASE("reliability: a retained prepared run stays busy until reaped, then executes again") {
   // Run 1 hangs and refuses its abort; the device then completes it by itself
