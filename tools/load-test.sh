@@ -134,7 +134,8 @@ cat "$table"
 
 [ "${LOAD_TEST_NO_SAVE:-0}" = 1 ] && exit 0
 mkdir -p docs/perf
-cp "$dat" docs/perf/server-load.dat
+# gnuplot separates data sets by two blank lines; none after the last
+awk 'NF { n = NR } { l[NR] = $0 } END { for (i = 1; i <= n; i++) print l[i] }' "$dat" > docs/perf/server-load.dat
 # Style of xrtio-bench's plot (tools/bench/report_plot.cpp): pngcairo, one
 # column per latency, throughput above and p99 below, log scales.
 gnuplot <<GP
