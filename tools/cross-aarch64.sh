@@ -81,15 +81,6 @@ qemu_excluded=(
   # It checks in_flight() right after async_execute: the 20 ms run must not
   # have finished yet. Under qemu it had (1 of 13).
   "prepared run rejects a second execution while one is in flight with errc::busy"
-  # It counts >= 60 backoff sleeps while polling a 100 ms run; qemu's slower
-  # reactor passes made fewer (2 of 13; 1 of 10 runs of the test alone: 58).
-  "reactor sleeps on the device's completion event instead of polling"
-  # It expects the hung run's 30 ms deadline to expire after two other
-  # reactors posted their immediate errors: under qemu one posted later
-  # (3 of 13; 2 of 40 runs of the test alone).
-  "reactor: the handler never runs inside async_run, even for immediate errors"
-  # Bounded sleeps while a 100 ms run polls, then idle 50 ms after it (1 of 13).
-  "reactor: while a run is in flight the reactor backs off to bounded sleeps, then idles"
   # Not timing: the hang watchdog's gdb attaches to the emulator process, so
   # the stacks it prints are qemu's, not the test's (the native CI stages run it).
   "watchdog.hung_test_prints_stacks"
