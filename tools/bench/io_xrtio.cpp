@@ -37,8 +37,10 @@ struct xrtio_cell {
       off = c.offsets.next();
       poison(mem, c.s.bytes(), off);
       issued = clk::now();
+      // Bound to the io_context: a plain callback's associated executor would
+      // be Asio's system executor (its own thread pool), not this loop.
       xrtio::async_read_file(c.file, off, xrtio::out(buf),
-                             [this](std::error_code ec, std::size_t n) { done(ec, n); });
+                             asio::bind_executor(c.io, [this](std::error_code ec, std::size_t n) { done(ec, n); }));
     }
     void done(std::error_code ec, std::size_t n) {
       auto& c = *cell;
