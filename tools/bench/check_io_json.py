@@ -68,7 +68,7 @@ def main():
     opts, cmd = argv[:cut], argv[cut + 1:]
     path = opts.pop(0)
     conf = {"--may-skip": "", "--depths": "1,128", "--cases": "rand4k,seq1m", "--caches": "hot",
-            "--contenders": "xrtio,pread-thread,pread-pool,asio-file,raw-uring"}
+            "--contenders": "xrtio,xrtio-inloop,pread-thread,pread-pool,asio-file,raw-uring"}
     while opts:
         k = opts.pop(0)
         if k not in conf or not opts:

@@ -9,7 +9,7 @@
 namespace bench::io {
 
 const std::vector<std::string>& all_io_contenders() {
-  static const std::vector<std::string> names = {"xrtio", "pread-thread", "pread-pool", "asio-file", "raw-uring"};
+  static const std::vector<std::string> names = {"xrtio", "xrtio-inloop", "pread-thread", "pread-pool", "asio-file", "raw-uring"};
   return names;
 }
 
@@ -20,9 +20,9 @@ std::optional<io_result> run_io_contender(const std::string& name, const io_spec
     if (name == "pread-pool") return run_pread_pool(s);
     if (name == "raw-uring") return run_raw_uring(s);
     if (name == "asio-file") return run_asio_file(s);
-    if (name == "xrtio") {
+    if (is_xrtio(name)) {
 #if XRTIO_BENCH_FILE_IO
-      return run_xrtio_file(s);
+      return run_xrtio_file(s, name == "xrtio-inloop");
 #else
       why = "this build has no xrtio file I/O (include/xrtio/file.hpp)";
       return std::nullopt;

@@ -15,6 +15,7 @@ namespace bench::io {
 // (raw-uring, the host limit, is no contender), its CPU per GiB over
 // pread-pool's, and its bandwidth over raw-uring's; NaN when missing.
 double bw_ratio_to_best(const std::vector<io_cell>& cells, const io_cell& c);
+double bw_ratio_to_best_alternative(const std::vector<io_cell>& cells, const io_cell& c);
 double cpu_ratio_to_pool(const std::vector<io_cell>& cells, const io_cell& c);
 double bw_ratio_to_host(const std::vector<io_cell>& cells, const io_cell& c);
 

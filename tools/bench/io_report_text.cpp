@@ -29,6 +29,16 @@ double bw_ratio_to_best(const std::vector<io_cell>& cells, const io_cell& c) {
   return best > 0 ? c.med.gib_per_s / best : NAN;
 }
 
+// Over the best of the alternatives (neither xrtio mode, nor raw-uring): the goal's ratio.
+double bw_ratio_to_best_alternative(const std::vector<io_cell>& cells, const io_cell& c) {
+  double best = 0;
+  for (auto& o : cells)
+    if (!o.reps.empty() && !is_host_limit(o.contender) && !is_xrtio(o.contender) && o.kind == c.kind &&
+        o.cold == c.cold && o.depth == c.depth)
+      best = std::max(best, o.med.gib_per_s);
+  return best > 0 ? c.med.gib_per_s / best : NAN;
+}
+
 double cpu_ratio_to_pool(const std::vector<io_cell>& cells, const io_cell& c) {
   auto* p = find_io_cell(cells, "pread-pool", c.kind, c.cold, c.depth);
   return p && p->med.cpu_us_per_gib > 0 ? c.med.cpu_us_per_gib / p->med.cpu_us_per_gib : NAN;
@@ -92,15 +102,15 @@ void print_io_table(const std::vector<io_cell>& cells) {
 
 void print_io_goals(const std::vector<io_cell>& cells) {
   int bw_met = 0, bw_n = 0, cpu_met = 0, cpu_n = 0, alloc_met = 0, alloc_n = 0;
-  std::printf("\nxrtio's goals (medians):\n");
+  std::printf("\nxrtio's goals (medians; bandwidth over the best of pread-thread, pread-pool, asio-file):\n");
   for (auto& c : cells) {
-    if (c.reps.empty() || c.contender != "xrtio") continue;
-    double bw = bw_ratio_to_best(cells, c), cpu = cpu_ratio_to_pool(cells, c);
+    if (c.reps.empty() || !is_xrtio(c.contender)) continue;
+    double bw = bw_ratio_to_best_alternative(cells, c), cpu = cpu_ratio_to_pool(cells, c);
     bool bw_ok = bw >= 1.0, alloc_ok = c.med.allocs_per_request == 0;
     ++bw_n, bw_met += bw_ok;
     ++alloc_n, alloc_met += alloc_ok;
-    std::printf("  %-6s %-4s QD=%-4d bandwidth %6sx best (goal >= 1.0x: %s)", case_name(c.kind), cache_name(c.cold),
-                c.depth, fmt(bw, "%.2f").c_str(), bw_ok ? "met" : "MISSED");
+    std::printf("  %-12s %-6s %-4s QD=%-4d bandwidth %6sx best (goal >= 1.0x: %s)", c.contender.c_str(),
+                case_name(c.kind), cache_name(c.cold), c.depth, fmt(bw, "%.2f").c_str(), bw_ok ? "met" : "MISSED");
     if (c.depth == 128) {
       bool cpu_ok = cpu <= 0.5;
       ++cpu_n, cpu_met += cpu_ok;
@@ -111,7 +121,7 @@ void print_io_goals(const std::vector<io_cell>& cells) {
   }
   if (!bw_n) std::printf("  no xrtio cells ran\n");
   else
-    std::printf("  met: bandwidth %d of %d cells, CPU at QD 128 %d of %d, allocations %d of %d\n", bw_met, bw_n,
+    std::printf("  met (both modes together): bandwidth %d of %d cells, CPU at QD 128 %d of %d, allocations %d of %d\n", bw_met, bw_n,
                 cpu_met, cpu_n, alloc_met, alloc_n);
 }
 

@@ -1,7 +1,8 @@
 // xrtio: xrtio::async_read_file into simulated device buffers. One
 // io_context thread keeps queue_depth reads in flight (each completion checks
 // its buffer and issues the next); the runtime's reactor thread submits them
-// to its io_uring and posts the completions back. One buffer per slot,
+// to its io_uring and posts the completions back. xrtio-inloop: the same with
+// a runtime without a thread, driven by the io thread (xrtio::run): no hop. One buffer per slot,
 // allocated before the window, like the other contenders' aligned buffers.
 #if XRTIO_BENCH_FILE_IO
 #include <asio.hpp>
@@ -14,6 +15,7 @@
 #include "io_pattern.hpp"
 #include "process_usage.hpp"
 #include "xrtio/file.hpp"
+#include "xrtio/inloop.hpp"
 #include "xrtio/xrtio.hpp"
 
 namespace bench::io {
@@ -62,8 +64,10 @@ struct xrtio_cell {
 
 }  // namespace
 
-io_result run_xrtio_file(const io_spec& s) {
-  auto rt = named("l:rx", [] { return std::make_unique<xrtio::runtime>(); });
+io_result run_xrtio_file(const io_spec& s, bool inloop) {
+  xrtio::runtime_options ro;
+  ro.reactor_thread = !inloop;
+  auto rt = named("l:rx", [&] { return std::make_unique<xrtio::runtime>(ro); });
   auto ctx = named("l:dev", [] { return xrtio::sim::open(); });
   ctx.bind(*rt);
   xrtio::file_options fo;
@@ -78,7 +82,9 @@ io_result run_xrtio_file(const io_spec& s) {
   });
   std::thread t([&] {
     set_thread_name("c:io");
-    c.io.run();  // returns when every slot saw the stop and issued nothing more
+    // Both return when every slot saw the stop and issued nothing more.
+    if (inloop) xrtio::run(c.io, *rt);
+    else c.io.run();
   });
   io_result r = measure_window(s.warm_s, s.window_s, s.bytes());
   t.join();
