@@ -107,7 +107,7 @@ int run(const io_spec& s) {
     set_thread_name("c:io");
     c->io.run();  // returns when every slot saw the stop and issued nothing more
   });
-  io_result r = measure_window(s.warm_s, s.window_s, s.bytes());
+  io_result r = measure_window(s.warm_s, s.window_s, s.bytes(), std::uint64_t(s.depth));
   t.join();
   finish_cell(r);
   std::printf(

@@ -56,7 +56,7 @@ void stop_sampling() noexcept {
 
 }  // namespace
 
-io_result measure_window(double warm_s, double window_s, std::size_t request_bytes) {
+io_result measure_window(double warm_s, double window_s, std::size_t request_bytes, std::uint64_t min_requests) {
   auto t0 = clk::now();
   auto warm = std::chrono::duration<double>(warm_s);
   while ((clk::now() - t0 < warm || g_done.load() == 0) && clk::now() - t0 < 10s && g_failed.load() == 0)
@@ -65,6 +65,8 @@ io_result measure_window(double warm_s, double window_s, std::size_t request_byt
   g_sampling.store(true);
   snapshot a = take();
   std::this_thread::sleep_for(std::chrono::duration<double>(window_s));
+  while (g_done.load() - a.done < min_requests && clk::now() - a.t < 10s && g_failed.load() == 0)
+    std::this_thread::sleep_for(1ms);
   snapshot b = take();
   stop_sampling();
   g_stop.store(true);

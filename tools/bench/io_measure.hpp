@@ -59,9 +59,13 @@ struct io_result {
 void reset_cell();
 // The controller: waits for the warm-up (warm_s passed and a request
 // completed, at most 10 s), measures one window of window_s seconds (requests,
-// process CPU time, allocations, latencies), then sets g_stop. The caller
-// joins its workers, then fills verified/errors with finish_cell().
-io_result measure_window(double warm_s, double window_s, std::size_t request_bytes);
+// process CPU time, allocations, latencies), then sets g_stop. The window is
+// extended (its real length used) until at least min_requests completed in
+// it, at most 10 s: completions can come in bursts of a whole queue depth
+// (io_uring completes buffered reads of cached data inside the submitting
+// call), and a short window could otherwise fall between two bursts. The
+// caller joins its workers, then fills verified/errors with finish_cell().
+io_result measure_window(double warm_s, double window_s, std::size_t request_bytes, std::uint64_t min_requests);
 // After the workers stopped: the cell's verified and error counts.
 void finish_cell(io_result& r);
 

@@ -69,7 +69,7 @@ io_result run_pread_pool(const io_spec& s) {
     set_thread_name("c:io");
     c.io.run();
   });
-  io_result r = measure_window(s.warm_s, s.window_s, s.bytes());
+  io_result r = measure_window(s.warm_s, s.window_s, s.bytes(), std::uint64_t(s.depth));
   t.join();
   c.pool.join();
   finish_cell(r);

@@ -24,7 +24,7 @@ io_result run_pread_thread(const io_spec& s) {
       complete(t0, got == ssize_t(n) && verify(buf.get(), n, off));
     }
   });
-  io_result r = measure_window(s.warm_s, s.window_s, n);
+  io_result r = measure_window(s.warm_s, s.window_s, n, 1);
   t.join();
   finish_cell(r);
   r.effective_depth = 1;

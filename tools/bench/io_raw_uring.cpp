@@ -97,7 +97,7 @@ io_result run_raw_uring(const io_spec& s) {
     set_thread_name("c:uring");
     c.loop();
   });
-  io_result r = measure_window(s.warm_s, s.window_s, s.bytes());
+  io_result r = measure_window(s.warm_s, s.window_s, s.bytes(), std::uint64_t(s.depth));
   t.join();
   finish_cell(r);
   r.effective_depth = s.depth;

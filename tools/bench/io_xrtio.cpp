@@ -86,7 +86,7 @@ io_result run_xrtio_file(const io_spec& s, bool inloop) {
     if (inloop) xrtio::run(c.io, *rt);
     else c.io.run();
   });
-  io_result r = measure_window(s.warm_s, s.window_s, s.bytes());
+  io_result r = measure_window(s.warm_s, s.window_s, s.bytes(), std::uint64_t(s.depth));
   t.join();
   finish_cell(r);
   r.effective_depth = s.depth;
