@@ -14,9 +14,9 @@
 //
 //   xrtio-bench-asio-file PATH CASE(rand4k|seq1m) COLD(0|1) DEPTH FILE_SIZE WARM_S WINDOW_S
 //
-// One io_context thread keeps DEPTH async_read_some_at requests outstanding
-// on an asio::random_access_file (made from a descriptor opened with
-// O_DIRECT when COLD). Prints one line: "asio-file-result key=value ..." (the
+// One io_context thread keeps DEPTH async_read_some_at requests outstanding,
+// one per asio::random_access_file (made from a descriptor opened with
+// O_DIRECT when COLD, and its dups: see file_cell). Prints one line: "asio-file-result key=value ..." (the
 // window's figures; CPU is this process's, getrusage(RUSAGE_SELF) over the
 // window), or "asio-file-unavailable: REASON" and exits with 3.
 #include <asio.hpp>
@@ -38,14 +38,19 @@
 namespace bench::io {
 namespace {
 
+// Asio's io_uring service keeps one operation per kind per I/O object in the
+// ring; the others wait in the object's queue (io_uring_service::start_op in
+// asio/detail/impl/io_uring_service.ipp). With one random_access_file, depth
+// 16 would still be one read in flight, so each slot has its own file object
+// on its own descriptor (dup of the cell's).
 struct file_cell {
   const io_spec& s;
   asio::io_context io{1};
-  asio::random_access_file file;
   offset_gen offsets;
 
   struct slot {
     file_cell* cell;
+    asio::random_access_file file;
     aligned_buffer buf;
     std::uint64_t off = 0;
     clk::time_point issued;
@@ -55,8 +60,8 @@ struct file_cell {
       off = c.offsets.next();
       poison(buf.get(), c.s.bytes(), off);
       issued = clk::now();
-      c.file.async_read_some_at(off, asio::buffer(buf.get(), c.s.bytes()),
-                                [this](const asio::error_code& ec, std::size_t n) { done(ec, n); });
+      file.async_read_some_at(off, asio::buffer(buf.get(), c.s.bytes()),
+                              [this](const asio::error_code& ec, std::size_t n) { done(ec, n); });
     }
     void done(const asio::error_code& ec, std::size_t n) {
       auto& c = *cell;
@@ -66,9 +71,14 @@ struct file_cell {
   };
   std::vector<slot> slots;
 
-  file_cell(const io_spec& spec, int fd) : s(spec), file(io, fd), offsets(spec, 0x5eed0004) {
+  // Each slot's file gets its own dup of fd (the caller keeps fd).
+  file_cell(const io_spec& spec, int fd) : s(spec), offsets(spec, 0x5eed0004) {
     slots.reserve(std::size_t(s.depth));
-    for (int i = 0; i < s.depth; ++i) slots.push_back(slot{this, make_aligned(s.bytes()), 0, {}});
+    for (int i = 0; i < s.depth; ++i) {
+      int d = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+      if (d < 0) throw std::runtime_error(std::string("dup: ") + std::strerror(errno));
+      slots.push_back(slot{this, asio::random_access_file(io, d), make_aligned(s.bytes()), 0, {}});
+    }
   }
 };
 
@@ -95,7 +105,8 @@ int run(const io_spec& s) {
   }
   std::unique_ptr<file_cell> c;
   try {
-    c = std::make_unique<file_cell>(s, fd);  // owns fd from here
+    c = std::make_unique<file_cell>(s, fd);
+    ::close(fd);
   } catch (const std::exception& e) {
     // io_uring refused (an old kernel, seccomp, qemu-user): asio throws here.
     std::printf("asio-file-unavailable: %s\n", e.what());
