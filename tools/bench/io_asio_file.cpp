@@ -67,6 +67,9 @@ io_result run_asio_file(const io_spec& s) {
                                std::to_string(s.file_size), std::to_string(s.warm_s), std::to_string(s.window_s)},
                               status);
   if (status == -1) throw unavailable(out);
+  // 127: the child could not be executed (posix_spawn reports a failed exec
+  // this way on some hosts, e.g. an aarch64 child under qemu-user without binfmt).
+  if (status == 127) throw unavailable("cannot execute " + child_path() + " (exit status 127)");
   if (status == 3) {
     auto at = out.find(':');
     std::string why = at == std::string::npos ? out : out.substr(at + 2);
