@@ -223,3 +223,48 @@ TEST_CASE("reactor: with tracing and latency histograms on, runs allocate nothin
   CHECK(ts.dropped >= ts.recorded - 4096);
   CHECK(allocations == 0);
 }
+
+TEST_CASE("file io: reads and writes allocate nothing in steady state (io_uring and thread pool, 2 000 each)") {
+  char tmpl[] = "/tmp/xrtio-alloc-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  ::unlink(tmpl);
+  std::vector<char> zeros(1 << 16, 'z');
+  REQUIRE(::write(fd, zeros.data(), zeros.size()) == ssize_t(zeros.size()));
+  const bool trace = std::getenv("XRTIO_ALLOC_TRACE") != nullptr;
+  for (bool uring : {true, false}) {
+    CAPTURE(uring);
+    xrtio::runtime rt(xrtio::runtime_options{.file_io_uring = uring});
+    auto ctx = xrtio::sim::open();
+    ctx.bind(rt);
+    auto file = xrtio::file::adopt(::dup(fd), {.chunk_size = 4096, .queue_depth = 4});
+    auto buf = ctx.alloc(16384);
+    asio::io_context io;
+    std::uint64_t allocations = ~0ull;
+    int ok = 0;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          std::uint64_t before = 0;
+          for (int i = 0; i < 2500; ++i) {
+            if (i == 500) {  // after warming up: the engine, its pieces, recycled frames
+              before = g_news.load();
+              g_trace = trace;
+            }
+            // 4 pieces each; reads and writes alternate.
+            std::size_t got = i % 2 ? co_await xrtio::async_write_file(file, 4096, buf, asio::use_awaitable)
+                                    : co_await xrtio::async_read_file(file, 0, buf, asio::use_awaitable);
+            if (got == buf.size()) ++ok;
+          }
+          g_trace = false;
+          allocations = g_news.load() - before;
+        },
+        rtest::rethrow);
+    io.run();
+    MESSAGE("heap allocations during 2 000 file transfers (" << std::string(uring ? "io_uring asked" : "thread pool")
+                                                             << "): " << allocations);
+    CHECK(ok == 2500);
+    CHECK(allocations == 0);
+  }
+  ::close(fd);
+}

@@ -95,7 +95,18 @@ struct runtime_options {
   /// throughput with 4096 runs in flight); the device-time and lease-queueing
   /// histograms reuse the reactor's own stamps and are always kept.
   bool latency_histograms = false;
+  /// File transfers (xrtio/file.hpp) on a ring of the runtime's own. false:
+  /// always on the thread pool below, as where io_uring is refused (seccomp,
+  /// old kernels, qemu-user): for tests, and for hosts that forbid io_uring.
+  bool file_io_uring = true;
+  /// Threads of the file thread pool (used only without io_uring), made at
+  /// the first transfer.
+  unsigned file_threads = 4;
 };
+
+/// How a runtime performs file transfers: not yet decided (no transfer
+/// so far), on its io_uring ring, or on its pread/pwrite thread pool.
+enum class file_io_path : std::uint8_t { none, io_uring, thread_pool };
 
 struct runtime_stats {
   std::uint64_t submitted = 0;  ///< runs handed to the reactor
@@ -112,6 +123,15 @@ struct runtime_stats {
   std::uint64_t predicted_wakeups = 0;  ///< timed sleeps ended early for a predicted completion
   std::uint64_t predictions_missed = 0;  ///< predictions given up (run still not final past the margin)
   bool io_uring = false;        ///< the wait primitive is io_uring (else eventfd + ppoll)
+  // File transfers (xrtio/file.hpp). They also count in submitted,
+  // completed, failed, timed_out, cancelled, retained and in_flight above.
+  file_io_path file_path = file_io_path::none;  ///< where they are performed
+  std::uint64_t file_reads = 0;          ///< read transfers finished (any outcome)
+  std::uint64_t file_writes = 0;         ///< write transfers finished (any outcome)
+  std::uint64_t file_bytes_read = 0;     ///< bytes read by successful transfers
+  std::uint64_t file_bytes_written = 0;  ///< bytes written by successful transfers
+  std::uint64_t file_pieces = 0;         ///< requests handed to the ring or the pool
+  std::uint64_t file_cancels = 0;        ///< pieces the reactor asked to cancel
 };
 
 /// Owns one reactor thread (or, with runtime_options::reactor_thread false,

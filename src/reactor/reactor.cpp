@@ -26,11 +26,19 @@ reactor::reactor(runtime_options o) : opts_(o), waiter_(o.use_io_uring) {
   if (!driven()) thread_ = std::thread([this] { run(); });
 }
 
-reactor::~reactor() { stop(); }
+reactor::~reactor() {
+  stop();
+  if (file_engine_kept_) {
+    // The kernel (or a worker) may still complete retained transfers' pieces.
+    (void)file_engine_.release();
+    for (auto& b : piece_blocks_) (void)b.release();
+  }
+}
 
 runtime_stats reactor::stats() const noexcept {
   auto s = counters_.snapshot();
   s.io_uring = waiter_.uses_io_uring();
+  s.file_path = static_cast<file_io_path>(file_path_.load(std::memory_order_relaxed));
   return s;
 }
 
@@ -61,7 +69,13 @@ void reactor::complete_orphans() noexcept {
   for (run_op_base* fifo = incoming_.take_all_fifo(); fifo;) {
     auto* op = fifo;
     fifo = fifo->next;
-    if (op->ph == run_op_base::phase::waiting) {
+    if (op->file_io && op->ph != run_op_base::phase::finished) {
+      // Leased or waiting, but no piece issued yet: nothing to keep.
+      if (op->ph == run_op_base::phase::waiting) op->core.withdraw(op);
+      op->core.release();
+      op->ec = errc::shut_down;
+      op->result = {};
+    } else if (op->ph == run_op_base::phase::waiting) {
       op->core.withdraw(op);
       op->core.release();
       op->ec = errc::shut_down;
@@ -101,6 +115,7 @@ void reactor::reject(run_op_base* op, std::error_code ec) noexcept {
 }
 
 void reactor::start_on_device(run_op_base* op) noexcept {
+  if (op->file_io) return file_begin(op);
   try {
     op->core.start();
     op->ph = run_op_base::phase::on_device;
@@ -164,6 +179,7 @@ void reactor::cancel(run_op_base* op, asio::cancellation_type t) noexcept {
 // A started run joins the runs on the device (at the front, where the next
 // partial scan looks).
 void reactor::to_device(run_op_base* op) noexcept {
+  if (op->file_io) return file_intake(op);
   op->predicted = predictor_.predict(&op->core.kernel().native(), op->core.submitted(),
                                      counters_.in_flight.load(std::memory_order_relaxed));
   ++fresh_;
@@ -267,7 +283,7 @@ void reactor::run() noexcept {
 
 reactor::drive_result reactor::drive(clock::time_point now) noexcept {
   auto r = pass(now);
-  return {r.activity, !device_.empty() || !waiting_.empty(), r.found.next_deadline};
+  return {r.activity, !device_.empty() || !waiting_.empty() || !files_.empty(), r.found.next_deadline};
 }
 
 bool reactor::block_begin() noexcept {
@@ -279,7 +295,8 @@ bool reactor::block_begin() noexcept {
   // a stale post still queued only ends the next sleep early.
   wake_pending_.store(false, std::memory_order_relaxed);
   sleeping_.store(true, std::memory_order_seq_cst);
-  if (!incoming_.empty() || cancel_pending_.load() || retry_pending_.load() || stopping_.load()) {
+  if (!incoming_.empty() || cancel_pending_.load() || retry_pending_.load() || stopping_.load() ||
+      file_ready_.load()) {
     sleeping_.store(false, std::memory_order_relaxed);
     return false;
   }
@@ -313,8 +330,16 @@ void reactor::attach_driver(void (*waker)(void*), void* ctx) {
 // predicted completion, else sleep.
 void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace) noexcept {
   if (device_.empty() && waiting_.empty()) {
-    if (shutting_down_) return;
-    sleep(clock::time_point::max());  // idle: no timer at all
+    if (!files_.empty() && now - pace.last_activity < spin_.budget()) {
+      cpu_relax();  // file completions are reaped every pass
+      return;
+    }
+    if (shutting_down_ && files_.empty()) return;
+    // Idle: no timer at all, unless file transfers have deadlines (their
+    // completions write the wake eventfd, or the pool wakes the loop).
+    auto until = found.next_deadline;
+    if (shutting_down_) until = std::min(until, shutdown_deadline_);
+    sleep(until);
     pace.last_activity = clock::now();
     return;
   }
@@ -367,7 +392,8 @@ void reactor::sleep(clock::time_point until, std::span<backend::native_device* c
   // Announce the sleep, then look again: a submitter either sees
   // sleeping_ and notifies, or we see its work here.
   sleeping_.store(true, std::memory_order_seq_cst);
-  if (!incoming_.empty() || cancel_pending_.load() || retry_pending_.load() || stopping_.load()) {
+  if (!incoming_.empty() || cancel_pending_.load() || retry_pending_.load() || stopping_.load() ||
+      file_ready_.load()) {
     sleeping_.store(false, std::memory_order_relaxed);
     return;
   }

@@ -10,10 +10,12 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "aborter.hpp"
 #include "completion_predictor.hpp"
 #include "device_tracker.hpp"
+#include "file_engine.hpp"
 #include "observe/run_observer.hpp"
 #include "reactor_counters.hpp"
 #include "spin_policy.hpp"
@@ -21,6 +23,7 @@
 #include "util/intrusive_queue.hpp"
 #include "util/saturating_deadline.hpp"
 #include "wait_primitive.hpp"
+#include "xrtio/file.hpp"  // with detail/file_op.hpp
 #include "xrtio/detail/run_op.hpp"
 #include "xrtio/runtime.hpp"
 
@@ -135,6 +138,21 @@ class reactor final : public access_listener {
   bool expire_waiting(clock::time_point now, clock::time_point& next_deadline) noexcept;
   void withdraw_waiting(run_op_base* op, std::error_code ec) noexcept;
 
+  // reactor_files.cpp: file transfers (file_op_base ops).
+  void file_begin(run_op_base* op) noexcept;
+  void file_intake(run_op_base* op) noexcept;
+  bool file_engine_ready() noexcept;
+  void file_pump(file_op_base* f) noexcept;
+  void file_stop(file_op_base* f, run_op_base::abort_reason why) noexcept;
+  void file_piece_done(file_piece* p) noexcept;
+  bool file_scan(clock::time_point now, clock::time_point& next_deadline) noexcept;
+  void file_complete(file_op_base* f) noexcept;
+  void file_cancel(clock::time_point now) noexcept;
+  void file_shutdown() noexcept;
+  void file_retain_all() noexcept;
+  file_piece* take_piece();
+  void give_piece(file_piece* p) noexcept;
+
   // reactor_shutdown.cpp.
   void enter_shutdown(clock::time_point now) noexcept;
   enum class shutdown_step { go_on, again, exit };
@@ -185,6 +203,20 @@ class reactor final : public access_listener {
   std::mutex driver_mutex_;
   void (*driver_waker_)(void*) = nullptr;  // set while a driver is in xrtio::run
   void* driver_ctx_ = nullptr;
+  // File transfers. Loop only, but for file_ready_ (set by pool workers)
+  // and file_path_ (read by stats()).
+  op_list files_;  // leased transfers with pieces to issue or in flight
+  bool file_dirty_ = false;  // something changed: look at every transfer
+  clock::time_point file_deadline_ = clock::time_point::max();
+  unsigned pieces_live_ = 0;
+  file_piece* free_pieces_ = nullptr;
+  std::vector<std::unique_ptr<file_piece[]>> piece_blocks_;
+  bool file_engine_kept_ = false;  // retained transfers: the engine and pieces outlive the reactor
+  std::atomic<bool> file_ready_{false};
+  std::atomic<std::uint8_t> file_path_{0};
+  // Last: destroyed first, so that pool workers (which call wake()) are
+  // joined while the rest of the reactor exists.
+  std::unique_ptr<file_engine> file_engine_;
 };
 
 }  // namespace xrtio::detail

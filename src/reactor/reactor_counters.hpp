@@ -13,7 +13,8 @@ namespace xrtio::detail {
 struct reactor_counters {
   using counter = std::atomic<std::uint64_t>;
   counter submitted{0}, completed{0}, failed{0}, timed_out{0}, cancelled{0}, retained{0}, in_flight{0}, polls{0},
-      wakeups{0}, sleeps{0}, batches{0}, predicted_wakeups{0}, predictions_missed{0};
+      wakeups{0}, sleeps{0}, batches{0}, predicted_wakeups{0}, predictions_missed{0}, file_reads{0}, file_writes{0},
+      file_bytes_read{0}, file_bytes_written{0}, file_pieces{0}, file_cancels{0};
 
   /// Single writer: adds without a locked instruction.
   static void bump(counter& c, std::uint64_t by = 1) noexcept {
@@ -28,6 +29,8 @@ struct reactor_counters {
     s.cancelled = v(cancelled), s.retained = v(retained), s.in_flight = v(in_flight), s.polls = v(polls);
     s.wakeups = v(wakeups), s.sleeps = v(sleeps), s.batches = v(batches);
     s.predicted_wakeups = v(predicted_wakeups), s.predictions_missed = v(predictions_missed);
+    s.file_reads = v(file_reads), s.file_writes = v(file_writes), s.file_bytes_read = v(file_bytes_read);
+    s.file_bytes_written = v(file_bytes_written), s.file_pieces = v(file_pieces), s.file_cancels = v(file_cancels);
     return s;
   }};
 

@@ -35,6 +35,7 @@ void reactor::cancel_runs() noexcept {
     if (op->ph == run_op_base::phase::on_device && (bits & static_cast<unsigned>(ct::terminal | ct::partial)))
       begin_abort(op, run_op_base::abort_reason::cancel, now);
   }
+  file_cancel(now);
 }
 
 void reactor::retry_waiting() noexcept {

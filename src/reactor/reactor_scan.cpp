@@ -50,6 +50,7 @@ bool reactor::scan_needed(clock::time_point now) noexcept {
 reactor::scan_result reactor::scan(clock::time_point now) noexcept {
   scan_result r;
   r.finished = expire_waiting(now, r.next_deadline);
+  r.finished |= file_scan(now, r.next_deadline);
   bool full = scan_needed(now);
   unsigned limit = full ? ~0u : fresh_;
   fresh_ = 0;

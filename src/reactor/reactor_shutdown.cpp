@@ -31,17 +31,20 @@ void reactor::enter_shutdown(clock::time_point now) noexcept {
     rc::bump(counters_.failed);
     withdraw_waiting(op, errc::shut_down);
   }
-  // Runs on the device are aborted by the scans from now on.
+  // Runs on the device are aborted by the scans from now on; file
+  // transfers have their pieces cancelled now.
+  file_shutdown();
 }
 
 reactor::shutdown_step reactor::shutdown_progress(clock::time_point now) noexcept {
-  if (device_.empty() && waiting_.empty() && incoming_.empty()) return shutdown_step::exit;
+  if (device_.empty() && waiting_.empty() && incoming_.empty() && files_.empty()) return shutdown_step::exit;
   if (now < shutdown_deadline_) return shutdown_step::go_on;
   // Past the grace period: keep what the device still holds.
   while (auto* op = device_.pop_front()) {
     leave_device(op);
     retain(op);
   }
+  file_retain_all();
   flush_completions();
   return shutdown_step::again;
 }

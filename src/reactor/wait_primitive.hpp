@@ -27,6 +27,8 @@ class wait_primitive {
   wait_primitive& operator=(const wait_primitive&) = delete;
 
   bool uses_io_uring() const noexcept { return uring_; }
+  /// The eventfd notify() writes: the file ring's completions write it too.
+  int wake_fd() const noexcept { return wake_fd_; }
 
   /// Any thread: ends the current or next wait.
   void notify() noexcept;

@@ -81,7 +81,13 @@ class run_op_base {
   run_op_base* reg_prev = nullptr;
   run_op_base* reg_next = nullptr;
 
+  // A file transfer (file_op_base) rather than a kernel run: the reactor
+  // performs it on its file engine instead of a device.
+  bool file_io = false;
+
   const vtable& vt() const noexcept { return *vt_; }
+  /// What the handler receives after the error code.
+  run_result completion_value() const noexcept { return result; }
 
  private:
   const vtable* vt_;
@@ -100,8 +106,11 @@ op_allocator_t<Handler> op_allocator(const Handler& h) {
     return asio::get_associated_allocator(h);
 }
 
-template <class Handler, std::size_t NSlots, std::size_t NReqs>
-class run_op final : public run_op_base {
+/// Base is run_op_base for kernel runs, file_op_base for file transfers
+/// (xrtio/detail/file_op.hpp): one completion path, one batching, whatever
+/// the operation.
+template <class Handler, std::size_t NSlots, std::size_t NReqs, class Base = run_op_base>
+class run_op final : public Base {
  public:
   using handler_executor = asio::associated_executor_t<Handler, asio::system_executor>;
   using work_executor =
@@ -110,13 +119,14 @@ class run_op final : public run_op_base {
   static constexpr std::size_t arena_size = 128;
 
   run_op(Handler&& h, xrtio::kernel k)
-      : run_op_base(&table, std::move(k), slots_, reqs_),
+      : Base(&table, std::move(k), slots_, reqs_),
         work_(asio::prefer(asio::get_associated_executor(h, asio::system_executor()),
                            asio::execution::outstanding_work.tracked)),
         alloc_(op_allocator(h)),
         handler_(std::move(h)) {}
 
   std::array<arg_slot, NSlots>& slots() noexcept { return slots_; }
+  std::array<access_request, NReqs == 0 ? 1 : NReqs>& requests() noexcept { return reqs_; }
   Handler& handler() noexcept { return *handler_; }
   const work_executor& executor() const noexcept { return *work_; }
 
@@ -150,7 +160,7 @@ class run_op final : public run_op_base {
     };
     if (!a->registry) return compare();
     std::lock_guard lock(a->registry->mutex);
-    if (a->life.load() != pending || b->life.load() != pending) return false;
+    if (a->life.load() != run_op_base::pending || b->life.load() != run_op_base::pending) return false;
     return compare();
   }
 
@@ -163,10 +173,10 @@ class run_op final : public run_op_base {
     Handler h(std::move(*o->handler_));
     work_executor w(std::move(*o->work_));
     std::error_code ec = o->ec;
-    run_result r = o->result;
+    auto r = o->completion_value();
     // While the op (and through rx its runtime) still exists.
     if (o->observer) [[unlikely]]
-      observe_resume(*o->observer, o->run_id, r.observed);
+      observe_resume(*o->observer, o->run_id, o->result.observed);
     destroy(o);
     std::move(h)(ec, r);
     (void)w;
@@ -220,15 +230,15 @@ class run_op final : public run_op_base {
       std::unique_lock lock(reg->mutex);
       for (auto* o = head; o;) {
         auto* n = static_cast<run_op*>(o->batch_next);
-        int expected = pending;
-        if (o->life.compare_exchange_strong(expected, posted)) {
+        int expected = run_op_base::pending;
+        if (o->life.compare_exchange_strong(expected, run_op_base::posted)) {
           *tail = o;
           tail = reinterpret_cast<run_op**>(&o->batch_next);
         } else {
           // Orphaned: free it if its handler is gone already, else the
           // completion service will once it has destroyed the handler.
           o->batch_next = nullptr;
-          if (o->life.exchange(reactor_done) == handler_gone) destroy(o);
+          if (o->life.exchange(run_op_base::reactor_done) == run_op_base::handler_gone) destroy(o);
         }
         o = n;
       }
@@ -290,7 +300,7 @@ class run_op final : public run_op_base {
   }
   static void free_op(run_op_base* base) noexcept { destroy(static_cast<run_op*>(base)); }
 
-  static inline const vtable table{&same_executor, &post_batch, &destroy_handler, &free_op};
+  static inline const run_op_base::vtable table{&same_executor, &post_batch, &destroy_handler, &free_op};
 
   std::array<arg_slot, NSlots> slots_{};
   std::array<access_request, NReqs == 0 ? 1 : NReqs> reqs_{};

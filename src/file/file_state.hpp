@@ -1,0 +1,27 @@
+// What every handle of one open file and every transfer in flight on it
+// share: the descriptors and how they may be used (docs/DESIGN.md, "File I/O").
+#pragma once
+
+#include <string>
+
+#include "xrtio/file.hpp"
+
+namespace xrtio::detail {
+
+struct file_state {
+  int fd = -1;
+  // O_DIRECT files with misaligned_policy::bounce: the same file opened
+  // without O_DIRECT, for the pieces O_DIRECT cannot take (-1: none).
+  int buffered_fd = -1;
+  bool direct = false;
+  bool stream = false;  // pipe, socket, character device: no offsets
+  std::string fallback_reason;
+  file_options options;
+
+  file_state() = default;
+  file_state(const file_state&) = delete;
+  file_state& operator=(const file_state&) = delete;
+  ~file_state();
+};
+
+}  // namespace xrtio::detail

@@ -1,0 +1,57 @@
+// Where the reactor's file transfers are performed, piece by piece: the
+// runtime's own io_uring ring (file_ring.cpp), or where io_uring is refused
+// or turned off, a small thread pool doing pread/pwrite (file_pool.cpp).
+// Only the loop (reactor thread or in-loop driver) calls an engine.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace xrtio::detail {
+
+class file_op_base;
+
+/// One read or write of at most file_options::chunk_size bytes.
+struct file_piece {
+  file_op_base* op = nullptr;
+  std::uint64_t offset = 0;  // file offset (ignored for streams)
+  std::byte* memory = nullptr;
+  std::size_t length = 0;
+  std::size_t rel = 0;  // offset of memory within the transfer
+  int fd = -1;
+  bool stream = false;
+  bool write = false;
+  int result = 0;  // bytes, or -errno
+  file_piece* op_next = nullptr;  // the op's pieces in flight
+  file_piece* next = nullptr;     // engine queues, free list
+  // Thread pool only: cancellation of a piece a worker may be blocked on.
+  std::atomic<bool> cancelled{false};
+  std::atomic<int> worker{-1};
+};
+
+class file_engine {
+ public:
+  virtual ~file_engine() = default;
+  /// Most pieces in flight at once.
+  virtual unsigned capacity() const noexcept = 0;
+  /// Queues `p` (submitted by the next flush).
+  virtual void submit(file_piece* p) noexcept = 0;
+  /// Asks the kernel (or worker) to give up `p`; it completes all the same.
+  virtual void cancel(file_piece* p) noexcept = 0;
+  /// Hands queued pieces and cancellations to the kernel or the workers.
+  virtual void flush() noexcept = 0;
+  /// Completed pieces, linked through next.
+  virtual file_piece* reap() noexcept = 0;
+  virtual bool uses_io_uring() const noexcept = 0;
+
+  /// An io_uring engine whose completions also write `notify_fd` (the
+  /// reactor's wake eventfd), or null where io_uring is refused.
+  static std::unique_ptr<file_engine> make_ring(int notify_fd);
+  /// `threads` workers; `wake` is called after each completion.
+  static std::unique_ptr<file_engine> make_pool(unsigned threads, std::function<void()> wake);
+};
+
+}  // namespace xrtio::detail

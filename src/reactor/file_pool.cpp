@@ -1,0 +1,151 @@
+// The file engine without io_uring (seccomp, old kernels, qemu-user, or
+// runtime_options::file_io_uring = false): a few threads doing pread/pwrite.
+// A piece on a stream (a pipe) may block for ever, so its worker waits in
+// poll() on the stream and on its own eventfd, which cancel() writes.
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "file_engine.hpp"
+#include "util/atomic_intrusive_stack.hpp"
+
+namespace xrtio::detail {
+
+namespace {
+
+class file_pool final : public file_engine {
+ public:
+  file_pool(unsigned threads, std::function<void()> wake) : wake_(std::move(wake)) {
+    if (threads == 0) threads = 1;
+    workers_.resize(threads);
+    for (auto& w : workers_) w.cancel_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    for (unsigned i = 0; i < threads; ++i) workers_[i].thread = std::thread([this, i] { work(i); });
+  }
+  ~file_pool() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) {
+      if (w.thread.joinable()) w.thread.join();
+      if (w.cancel_fd >= 0) ::close(w.cancel_fd);
+    }
+  }
+
+  unsigned capacity() const noexcept override { return 1024; }
+
+  void submit(file_piece* p) noexcept override {
+    p->cancelled.store(false, std::memory_order_relaxed);
+    p->worker.store(-1, std::memory_order_relaxed);
+    p->next = nullptr;
+    *pending_tail_ = p;
+    pending_tail_ = &p->next;
+  }
+
+  void cancel(file_piece* p) noexcept override {
+    // Either the worker sees the flag before it blocks, or this sees the
+    // worker and ends its poll (both seq_cst).
+    p->cancelled.store(true, std::memory_order_seq_cst);
+    int w = p->worker.load(std::memory_order_seq_cst);
+    if (w >= 0) {
+      std::uint64_t one = 1;
+      [[maybe_unused]] auto n = ::write(workers_[unsigned(w)].cancel_fd, &one, sizeof one);
+    }
+  }
+
+  void flush() noexcept override {
+    if (!pending_) return;
+    {
+      std::lock_guard lock(mutex_);
+      *queue_tail_ = pending_;
+      queue_tail_ = pending_tail_;
+    }
+    pending_ = nullptr;
+    pending_tail_ = &pending_;
+    cv_.notify_all();
+  }
+
+  file_piece* reap() noexcept override { return done_.take_all_fifo(); }
+
+  bool uses_io_uring() const noexcept override { return false; }
+
+ private:
+  struct worker {
+    std::thread thread;
+    int cancel_fd = -1;
+  };
+
+  void work(unsigned i) noexcept {
+    for (;;) {
+      file_piece* p;
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return stop_ || queue_; });
+        if (!queue_) return;  // stopping with nothing left
+        p = queue_;
+        queue_ = p->next;
+        if (!queue_) queue_tail_ = &queue_;
+      }
+      p->worker.store(int(i), std::memory_order_seq_cst);
+      p->result = perform(*p, workers_[i].cancel_fd);
+      p->worker.store(-1, std::memory_order_relaxed);
+      done_.push(p);
+      wake_();
+    }
+  }
+
+  static int perform(file_piece& p, int cancel_fd) noexcept {
+    if (p.stream) {
+      std::uint64_t v;
+      while (::read(cancel_fd, &v, sizeof v) > 0) {
+      }  // a stale signal for an earlier piece
+      if (p.cancelled.load(std::memory_order_seq_cst)) return -ECANCELED;
+      pollfd pf[2] = {{p.fd, short(p.write ? POLLOUT : POLLIN), 0}, {cancel_fd, POLLIN, 0}};
+      for (;;) {
+        int n = ::poll(pf, 2, -1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (pf[1].revents) return -ECANCELED;
+        break;
+      }
+    } else if (p.cancelled.load(std::memory_order_seq_cst)) {
+      return -ECANCELED;
+    }
+    for (;;) {
+      ssize_t n;
+      if (p.stream) n = p.write ? ::write(p.fd, p.memory, p.length) : ::read(p.fd, p.memory, p.length);
+      else
+        n = p.write ? ::pwrite(p.fd, p.memory, p.length, off_t(p.offset))
+                    : ::pread(p.fd, p.memory, p.length, off_t(p.offset));
+      if (n >= 0) return int(n);
+      if (errno != EINTR) return -errno;
+    }
+  }
+
+  std::function<void()> wake_;
+  std::vector<worker> workers_;
+  // Loop only: pieces submitted since the last flush.
+  file_piece* pending_ = nullptr;
+  file_piece** pending_tail_ = &pending_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  file_piece* queue_ = nullptr;
+  file_piece** queue_tail_ = &queue_;
+  bool stop_ = false;
+  atomic_intrusive_stack<file_piece, &file_piece::next> done_;
+};
+
+}  // namespace
+
+std::unique_ptr<file_engine> file_engine::make_pool(unsigned threads, std::function<void()> wake) {
+  return std::make_unique<file_pool>(threads, std::move(wake));
+}
+
+}  // namespace xrtio::detail

@@ -1,0 +1,321 @@
+// File transfers on the reactor's loop (docs/DESIGN.md, "File I/O"): a
+// leased transfer is cut into pieces, at most its queue depth in flight,
+// handed to the file engine (io_uring or the thread pool); completions are
+// reaped every pass; the lease is released only once the kernel has
+// reported every piece, cancelled ones included.
+#include <cerrno>
+
+#include "file/file_state.hpp"
+#include "reactor.hpp"
+
+namespace xrtio::detail {
+
+using rc = reactor_counters;
+
+namespace {
+constexpr unsigned piece_block = 64;
+std::error_code sys(int e) { return {e, std::system_category()}; }
+bool aligned(std::uint64_t v) { return v % file::direct_alignment == 0; }
+}  // namespace
+
+// Leased (caller's thread at submission, or the loop after a wait): a write
+// first brings the device's data to the host.
+void reactor::file_begin(run_op_base* op) noexcept {
+  auto* f = static_cast<file_op_base*>(op);
+  std::error_code ec;
+  if (f->dir == file_op_base::direction::write) {
+    try {
+      f->native->sync(backend::sync_direction::from_device, f->length, 0);
+    } catch (const xrtio::error& e) {
+      ec = e.code();
+    } catch (...) {
+      ec = errc::backend_failure;
+    }
+  }
+  if (ec) {
+    op->core.release();
+    op->ec = ec;
+    op->ph = run_op_base::phase::finished;
+    return;
+  }
+  op->ph = run_op_base::phase::on_device;
+}
+
+file_piece* reactor::take_piece() {
+  if (!free_pieces_) {
+    auto block = std::make_unique<file_piece[]>(piece_block);
+    for (unsigned i = 0; i < piece_block; ++i) {
+      block[i].next = free_pieces_;
+      free_pieces_ = &block[i];
+    }
+    piece_blocks_.push_back(std::move(block));
+  }
+  file_piece* p = free_pieces_;
+  free_pieces_ = p->next;
+  return p;
+}
+
+void reactor::give_piece(file_piece* p) noexcept {
+  p->op = nullptr;
+  p->next = free_pieces_;
+  free_pieces_ = p;
+}
+
+bool reactor::file_engine_ready() noexcept {
+  if (file_engine_) return true;
+  try {
+    if (opts_.file_io_uring) file_engine_ = file_engine::make_ring(waiter_.wake_fd());
+    if (!file_engine_)
+      file_engine_ = file_engine::make_pool(opts_.file_threads, [this] {
+        file_ready_.store(true, std::memory_order_seq_cst);
+        wake();
+      });
+  } catch (...) {
+    return false;
+  }
+  file_path_.store(static_cast<std::uint8_t>(file_engine_->uses_io_uring() ? file_io_path::io_uring
+                                                                            : file_io_path::thread_pool),
+                   std::memory_order_relaxed);
+  return true;
+}
+
+// A transfer whose leases are held joins files_ and gets its first pieces
+// (the submission counters were bumped by intake or the lease wait).
+void reactor::file_intake(run_op_base* op) noexcept {
+  auto* f = static_cast<file_op_base*>(op);
+  if (shutting_down_ || stopped_.load(std::memory_order_relaxed) || !file_engine_ready()) {
+    f->io_error = shutting_down_ || stopped_.load(std::memory_order_relaxed) ? make_error_code(errc::shut_down)
+                                                                             : make_error_code(errc::backend_failure);
+    f->stopping = true;
+    file_complete(f);
+    return;
+  }
+  files_.push_back(op);
+  file_dirty_ = true;
+  if (f->deadline < file_deadline_) file_deadline_ = f->deadline;
+  file_pump(f);
+}
+
+// Issues pieces while the transfer has some left and room to have them in flight.
+void reactor::file_pump(file_op_base* f) noexcept {
+  f->starved = false;
+  const auto& fs = *f->file;
+  std::size_t limit = std::min(f->length, f->end);
+  while (!f->stopping && f->pieces < f->depth && f->issued < limit) {
+    if (pieces_live_ >= file_engine_->capacity()) {
+      f->starved = true;
+      return;
+    }
+    std::size_t rel = f->issued;
+    std::uint64_t pos = f->offset + rel;
+    std::size_t len = std::min(f->chunk, f->length - rel);
+    int fd = fs.fd;
+    if (fs.direct) {
+      // Pieces end on aligned file offsets, so that after a misaligned head
+      // the rest can go direct.
+      len = std::min<std::size_t>(len, f->chunk - std::size_t(pos % file::direct_alignment));
+      if (!(aligned(pos) && aligned(len) && aligned(reinterpret_cast<std::uintptr_t>(f->memory + rel)))) {
+        fd = fs.buffered_fd;  // bounce through the page cache
+        if (fd < 0) {
+          f->io_error = errc::misaligned;
+          f->stopping = true;
+          file_dirty_ = true;
+          return;
+        }
+      }
+    }
+    file_piece* p;
+    try {
+      p = take_piece();
+    } catch (...) {
+      f->starved = true;  // out of memory: retried when pieces come back
+      return;
+    }
+    p->op = f;
+    p->offset = pos;
+    p->memory = f->memory + rel;
+    p->length = len;
+    p->rel = rel;
+    p->fd = fd;
+    p->stream = fs.stream;
+    p->write = f->dir == file_op_base::direction::write;
+    p->result = 0;
+    p->op_next = f->live;
+    f->live = p;
+    ++f->pieces;
+    ++pieces_live_;
+    f->issued += len;
+    rc::bump(counters_.file_pieces);
+    file_engine_->submit(p);
+  }
+}
+
+// Asks for every piece of `f` in flight to be cancelled; the transfer
+// completes when the last of them has been reported.
+void reactor::file_stop(file_op_base* f, run_op_base::abort_reason why) noexcept {
+  if (f->reason != run_op_base::abort_reason::none) return;
+  f->reason = why;
+  f->stopping = true;
+  file_dirty_ = true;
+  for (file_piece* p = f->live; p; p = p->op_next) {
+    file_engine_->cancel(p);
+    rc::bump(counters_.file_cancels);
+  }
+}
+
+void reactor::file_piece_done(file_piece* p) noexcept {
+  auto* f = p->op;
+  for (file_piece** q = &f->live; *q; q = &(*q)->op_next)
+    if (*q == p) {
+      *q = p->op_next;
+      break;
+    }
+  --f->pieces;
+  --pieces_live_;
+  int res = p->result;
+  bool again = false;  // the rest of this piece goes in again
+  if (res < 0) {
+    if ((res == -ECANCELED || res == -EINTR) && f->stopping) f->incomplete = true;
+    else if (res == -EINTR || res == -EAGAIN) again = true;
+    else {
+      if (!f->io_error) f->io_error = sys(-res);
+      f->stopping = true;
+      f->incomplete = true;
+    }
+    res = 0;
+  } else {
+    f->done += std::size_t(res);
+    if (std::size_t(res) < p->length) {
+      if (f->dir == file_op_base::direction::read && (res == 0 || !p->stream)) {
+        f->end = std::min(f->end, p->rel + std::size_t(res));  // end of file
+      } else if (f->dir == file_op_base::direction::write && res == 0) {
+        if (!f->io_error) f->io_error = sys(EIO);
+        f->stopping = true;
+        f->incomplete = true;
+      } else {
+        again = true;  // a stream's partial transfer, or a short write
+      }
+    }
+  }
+  if (again) {
+    if (f->stopping) {
+      f->incomplete = true;
+    } else {
+      p->offset += std::size_t(res);
+      p->memory += res;
+      p->rel += std::size_t(res);
+      p->length -= std::size_t(res);
+      p->op_next = f->live;
+      f->live = p;
+      ++f->pieces;
+      ++pieces_live_;
+      rc::bump(counters_.file_pieces);
+      file_engine_->submit(p);
+      return;
+    }
+  }
+  give_piece(p);
+}
+
+// Reaps the engine, completes settled transfers, enforces their deadlines,
+// feeds starved ones, submits. Returns whether a transfer finished.
+bool reactor::file_scan(clock::time_point now, clock::time_point& next_deadline) noexcept {
+  if (!file_engine_) return false;
+  file_ready_.store(false, std::memory_order_relaxed);
+  for (file_piece* p = file_engine_->reap(); p;) {
+    file_piece* n = p->next;
+    file_piece_done(p);
+    file_dirty_ = true;
+    p = n;
+  }
+  bool finished = false;
+  if (file_dirty_ || now >= file_deadline_) {
+    file_dirty_ = false;
+    file_deadline_ = clock::time_point::max();
+    files_.erase_if([&](run_op_base* op) {
+      auto* f = static_cast<file_op_base*>(op);
+      if (!f->stopping && f->deadline <= now) file_stop(f, run_op_base::abort_reason::timeout);
+      if (!f->stopping && (f->starved || f->pieces < f->depth)) file_pump(f);
+      if (f->pieces == 0 && (f->stopping || f->issued >= std::min(f->length, f->end))) {
+        file_complete(f);
+        finished = true;
+        return true;
+      }
+      if (!f->stopping && f->deadline < file_deadline_) file_deadline_ = f->deadline;
+      return false;
+    });
+  }
+  next_deadline = std::min(next_deadline, file_deadline_);
+  file_engine_->flush();
+  return finished;
+}
+
+// Every piece has been reported: the outcome, the device sync of what was
+// read, the lease released (invariant 2), the completion queued.
+void reactor::file_complete(file_op_base* f) noexcept {
+  using reason = run_op_base::abort_reason;
+  bool reading = f->dir == file_op_base::direction::read;
+  std::size_t limit = std::min(f->length, f->end);
+  std::error_code ec = f->io_error;
+  std::size_t bytes = reading ? std::min(f->done, limit) : f->done;
+  if (!ec && (f->incomplete || f->issued < limit)) {
+    if (f->reason == reason::timeout) ec = errc::timed_out;
+    else if (f->reason == reason::cancel) ec = asio::error::operation_aborted;
+    else ec = errc::shut_down;
+  }
+  if (!ec && reading && limit == 0) ec = errc::out_of_range;  // started at or past the end of the file
+  if (!ec && reading) {
+    try {
+      f->native->sync(backend::sync_direction::to_device, bytes, 0);
+    } catch (const xrtio::error& e) {
+      ec = e.code();
+    } catch (...) {
+      ec = errc::backend_failure;
+    }
+  }
+  f->ec = ec;
+  f->bytes = bytes;
+  f->result = {};
+  if (!ec) rc::bump(counters_.completed);
+  else if (ec == errc::timed_out) rc::bump(counters_.timed_out);
+  else if (ec == asio::error::operation_aborted) rc::bump(counters_.cancelled);
+  else rc::bump(counters_.failed);
+  rc::bump(reading ? counters_.file_reads : counters_.file_writes);
+  if (!ec) rc::bump(reading ? counters_.file_bytes_read : counters_.file_bytes_written, bytes);
+  rc::drop(counters_.in_flight);
+  f->core.release();
+  f->ph = run_op_base::phase::finished;
+  done_.push_back(f);
+}
+
+void reactor::file_cancel(clock::time_point) noexcept {
+  using ct = asio::cancellation_type;
+  for (auto* op = files_.front(); op; op = op->next) {
+    unsigned bits = op->cancel_bits.exchange(0, std::memory_order_acq_rel);
+    if (bits & static_cast<unsigned>(ct::terminal | ct::partial))
+      file_stop(static_cast<file_op_base*>(op), run_op_base::abort_reason::cancel);
+  }
+}
+
+void reactor::file_shutdown() noexcept {
+  for (auto* op = files_.front(); op; op = op->next)
+    file_stop(static_cast<file_op_base*>(op), run_op_base::abort_reason::shutdown);
+}
+
+// shutdown_grace is over and the kernel still holds pieces: the buffers and
+// leases are kept for good (invariant 5), and so are the engine and its
+// pieces, which the kernel may still complete.
+void reactor::file_retain_all() noexcept {
+  while (auto* op = files_.pop_front()) {
+    op->core.retain(nullptr);
+    op->ec = errc::abort_failed;
+    static_cast<file_op_base*>(op)->bytes = 0;
+    rc::bump(counters_.retained);
+    rc::drop(counters_.in_flight);
+    op->ph = run_op_base::phase::finished;
+    done_.push_back(op);
+    file_engine_kept_ = true;
+  }
+}
+
+}  // namespace xrtio::detail

@@ -1,0 +1,694 @@
+// File transfers into and out of device buffers (xrtio/file.hpp;
+// docs/DESIGN.md, "File I/O"): data integrity on both engines (io_uring and
+// the thread pool) with and without O_DIRECT, end of file, leases both ways,
+// cancellation on a pipe that blocks, every error, executors.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <asio.hpp>
+#include <asio/experimental/deferred.hpp>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reactor_support.hpp"
+#include "xrtio/xrtio.hpp"
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+namespace sim = xrtio::sim;
+using rtest::fixture;
+
+namespace {
+
+// A directory of its own per test process, removed at the end.
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    path = fs::temp_directory_path() / ("xrtio-file-io-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(counter()++));
+    fs::create_directories(path);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  static std::atomic<int>& counter() {
+    static std::atomic<int> c{0};
+    return c;
+  }
+};
+
+std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed) {
+  std::vector<std::byte> v(n);
+  std::mt19937 g(seed);
+  for (auto& b : v) b = std::byte(g() & 0xff);
+  return v;
+}
+
+void write_file(const fs::path& p, const std::vector<std::byte>& data) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
+  REQUIRE(out.good());
+}
+
+std::vector<std::byte> read_whole(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> v(c.size());
+  std::memcpy(v.data(), c.data(), c.size());
+  return v;
+}
+
+struct outcome {
+  std::error_code ec;
+  std::size_t bytes = 0;
+  bool done = false;
+};
+
+// Runs io until `o` completed (or a generous limit passed: then a failed check).
+void run_until(asio::io_context& io, const outcome& o) {
+  auto until = std::chrono::steady_clock::now() + 30s;
+  io.restart();
+  while (!o.done && std::chrono::steady_clock::now() < until) io.run_one_for(10ms);
+  CHECK(o.done);
+}
+
+auto record(asio::io_context& io, outcome& o) {
+  return asio::bind_executor(io, [&o](std::error_code ec, std::size_t n) {
+    CHECK(!o.done);  // exactly once
+    o.ec = ec;
+    o.bytes = n;
+    o.done = true;
+  });
+}
+
+std::span<const std::byte> mapped(const xrtio::buffer& b) { return b.map(); }
+
+// The engine a runtime asked for file_io_uring = false must use, and
+// whatever it uses otherwise (io_uring is refused under qemu-user).
+void check_path(const xrtio::runtime& rt, bool uring_asked) {
+  auto p = rt.stats().file_path;
+  if (!uring_asked) CHECK(p == xrtio::file_io_path::thread_pool);
+  else CHECK(p != xrtio::file_io_path::none);
+  if (uring_asked && p != xrtio::file_io_path::io_uring) MESSAGE("io_uring refused here: the thread pool ran");
+}
+
+}  // namespace
+
+TEST_CASE("file io: random offsets and sizes are read and written exactly, io_uring and thread pool, direct and "
+          "buffered") {
+  temp_dir dir;
+  const std::size_t file_size = (1 << 20) + 1234;
+  const auto content = random_bytes(file_size, 7);
+  for (bool uring : {true, false})
+    for (bool direct : {true, false}) {
+      CAPTURE(uring);
+      CAPTURE(direct);
+      fixture f({}, xrtio::runtime_options{.file_io_uring = uring});
+      auto path = dir.path / ("data-" + std::to_string(uring) + std::to_string(direct));
+      write_file(path, content);
+      // Small pieces and depth: transfers are cut into several pieces in flight.
+      xrtio::file_options fo{.direct = direct, .chunk_size = 64 << 10, .queue_depth = 3};
+      auto file = xrtio::file::open(path, xrtio::file_mode::read_write, fo);
+      if (direct && !file.direct()) MESSAGE("O_DIRECT not in effect: " << file.direct_fallback_reason());
+      if (!direct) CHECK(!file.direct());
+      CHECK(file.size() == file_size);
+      auto buf = f.ctx.alloc(1 << 20);
+      asio::io_context io;
+      std::mt19937 g(uring * 2 + direct);
+      auto pick = [&](std::size_t lo, std::size_t hi) { return std::uniform_int_distribution<std::size_t>(lo, hi)(g); };
+      for (int i = 0; i < 24; ++i) {
+        // Every fourth transfer aligned (the direct path), the others anywhere.
+        bool al = i % 4 == 0;
+        std::size_t len = al ? 4096 * pick(1, 64) : pick(1, 300000);
+        std::size_t boff = al ? 4096 * pick(0, (buf.size() - len) / 4096) : pick(0, buf.size() - len);
+        std::size_t foff = al ? 4096 * pick(0, 200) : pick(0, file_size - 1);
+        auto view = buf.sub(len, boff);
+        outcome o;
+        xrtio::async_read_file(file, foff, xrtio::out(view), record(io, o));
+        run_until(io, o);
+        REQUIRE(!o.ec);
+        std::size_t expect = std::min(len, file_size - foff);
+        REQUIRE(o.bytes == expect);
+        CHECK(std::memcmp(mapped(view).data(), content.data() + foff, expect) == 0);
+      }
+      // Writes: random pieces of a random buffer to random places, checked
+      // against a model of the file.
+      auto model = content;
+      auto src = random_bytes(buf.size(), 99);
+      buf.write(std::span<const std::byte>(src));
+      for (int i = 0; i < 16; ++i) {
+        bool al = i % 4 == 0;
+        std::size_t len = al ? 4096 * pick(1, 64) : pick(1, 300000);
+        std::size_t boff = al ? 4096 * pick(0, (buf.size() - len) / 4096) : pick(0, buf.size() - len);
+        std::size_t foff = al ? 4096 * pick(0, 200) : pick(0, file_size + 5000);
+        outcome o;
+        xrtio::async_write_file(file, foff, xrtio::in(buf.sub(len, boff)), record(io, o));
+        run_until(io, o);
+        REQUIRE(!o.ec);
+        CHECK(o.bytes == len);
+        if (model.size() < foff + len) model.resize(foff + len);
+        std::memcpy(model.data() + foff, src.data() + boff, len);
+      }
+      CHECK(read_whole(path) == model);
+      auto st = f.rt.stats();
+      CHECK(st.file_reads == 24);
+      CHECK(st.file_writes == 16);
+      CHECK(st.file_pieces >= 40);
+      CHECK(st.in_flight == 0);
+      check_path(f.rt, uring);
+    }
+}
+
+TEST_CASE("file io: a read reaching the end of the file returns the bytes read, and one at or past it is out_of_range") {
+  temp_dir dir;
+  for (bool uring : {true, false}) {
+    CAPTURE(uring);
+    fixture f({}, xrtio::runtime_options{.file_io_uring = uring});
+    auto path = dir.path / ("short" + std::to_string(uring));
+    auto content = random_bytes(100, 3);  // a file too short for the buffer
+    write_file(path, content);
+    auto file = xrtio::file::open(path, xrtio::file_mode::read, {.chunk_size = 4096, .queue_depth = 4});
+    auto buf = f.ctx.alloc(5 * 4096);
+    asio::io_context io;
+    outcome o;
+    xrtio::async_read_file(file, 0, buf, record(io, o));
+    run_until(io, o);
+    CHECK(!o.ec);
+    CHECK(o.bytes == 100);
+    CHECK(std::memcmp(buf.map().data(), content.data(), 100) == 0);
+    for (std::uint64_t at : {std::uint64_t(100), std::uint64_t(4096), std::uint64_t(1) << 40}) {
+      CAPTURE(at);
+      outcome e;
+      xrtio::async_read_file(file, at, buf, record(io, e));
+      run_until(io, e);
+      CHECK(e.ec == xrtio::errc::out_of_range);
+      CHECK(e.bytes == 0);
+    }
+    check_path(f.rt, uring);
+  }
+}
+
+TEST_CASE("file io: misaligned transfers on an O_DIRECT file fail with misaligned by option, or go through the "
+          "page cache") {
+  temp_dir dir;
+  fixture f;
+  auto path = dir.path / "direct";
+  auto content = random_bytes(64 << 10, 5);
+  write_file(path, content);
+  auto strict = xrtio::file::open(path, xrtio::file_mode::read_write, {.on_misaligned = xrtio::misaligned_policy::fail});
+  if (!strict.direct()) {
+    MESSAGE("XRTIO-SKIP: O_DIRECT refused on " << path << ": " << strict.direct_fallback_reason());
+    return;
+  }
+  auto buf = f.ctx.alloc(16 << 10);
+  asio::io_context io;
+  struct {
+    std::uint64_t foff;
+    std::size_t len, boff;
+  } cases[] = {{1, 4096, 0}, {0, 4095, 0}, {0, 4096, 1}};
+  for (auto c : cases) {
+    CAPTURE(c.foff);
+    CAPTURE(c.len);
+    CAPTURE(c.boff);
+    outcome r, w;
+    xrtio::async_read_file(strict, c.foff, buf.sub(c.len, c.boff), record(io, r));
+    xrtio::async_write_file(strict, c.foff, buf.sub(c.len, c.boff), record(io, w));
+    run_until(io, r);
+    run_until(io, w);
+    CHECK(r.ec == xrtio::errc::misaligned);
+    CHECK(w.ec == xrtio::errc::misaligned);
+  }
+  CHECK(read_whole(path) == content);  // nothing written
+  // Aligned works under fail; misaligned works under bounce.
+  outcome ok;
+  xrtio::async_read_file(strict, 8192, buf.sub(8192, 4096), record(io, ok));
+  run_until(io, ok);
+  CHECK(!ok.ec);
+  CHECK(std::memcmp(buf.map().data() + 4096, content.data() + 8192, 8192) == 0);
+  auto bouncing = xrtio::file::open(path, xrtio::file_mode::read);
+  CHECK(bouncing.direct());
+  outcome b;
+  xrtio::async_read_file(bouncing, 4097, buf.sub(10000, 3), record(io, b));
+  run_until(io, b);
+  CHECK(!b.ec);
+  CHECK(b.bytes == 10000);
+  CHECK(std::memcmp(buf.map().data() + 3, content.data() + 4097, 10000) == 0);
+}
+
+TEST_CASE("file io: errors: empty handles, in() for a read, out() for a write, negative timeout, bad options") {
+  temp_dir dir;
+  fixture f;
+  auto path = dir.path / "e";
+  write_file(path, random_bytes(8192, 1));
+  auto file = xrtio::file::open(path, xrtio::file_mode::read_write);
+  auto buf = f.ctx.alloc(4096);
+  asio::io_context io;
+  xrtio::file none;
+  auto expect = [&](auto initiate, std::error_code want) {
+    outcome o;
+    initiate(record(io, o));
+    CHECK(!o.done);  // never inline
+    run_until(io, o);
+    CHECK(o.ec == want);
+  };
+  expect([&](auto t) { xrtio::async_read_file(none, 0, buf, t); }, xrtio::errc::invalid_size);
+  expect([&](auto t) { xrtio::async_write_file(none, 0, buf, t); }, xrtio::errc::invalid_size);
+  expect([&](auto t) { xrtio::async_read_file(file, 0, xrtio::buffer{}, t); }, xrtio::errc::invalid_size);
+  expect([&](auto t) { xrtio::async_read_file(file, 0, xrtio::in(buf), t); }, xrtio::errc::argument_kind);
+  expect([&](auto t) { xrtio::async_write_file(file, 0, xrtio::out(buf), t); }, xrtio::errc::argument_kind);
+  expect([&](auto t) { xrtio::async_read_file(file, 0, buf, xrtio::io_options{.timeout = -1ms}, t); },
+         xrtio::errc::invalid_option);
+  expect([&](auto t) { xrtio::async_read_file(file, std::uint64_t(-4096), buf, t); }, xrtio::errc::invalid_size);
+  CHECK(f.rt.stats().file_pieces == 0);
+  auto code_of = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const xrtio::error& e) {
+      return e.code();
+    }
+    return std::error_code{};
+  };
+  CHECK(code_of([&] { xrtio::file::adopt(-1); }) == xrtio::errc::invalid_option);
+  CHECK(code_of([&] { xrtio::file::open(path, xrtio::file_mode::read, {.chunk_size = 0}); }) ==
+        xrtio::errc::invalid_option);
+  CHECK(code_of([&] { xrtio::file::open(path, xrtio::file_mode::read, {.queue_depth = 0}); }) ==
+        xrtio::errc::invalid_option);
+  CHECK(code_of([&] { xrtio::file::open(path, xrtio::file_mode::read, {.queue_depth = 65}); }) ==
+        xrtio::errc::invalid_option);
+  CHECK(code_of([&] { xrtio::file::open(path, xrtio::file_mode::create); }) == xrtio::errc::invalid_option);
+  CHECK(code_of([&] { xrtio::file::open(dir.path / "missing", xrtio::file_mode::read); }) ==
+        std::errc::no_such_file_or_directory);
+  CHECK(code_of([&] { (void)none.size(); }) == xrtio::errc::invalid_size);
+}
+
+TEST_CASE("file io: errors from the system: a closed descriptor, a directory, EACCES, a read-only descriptor "
+          "written") {
+  temp_dir dir;
+  for (bool uring : {true, false}) {
+    CAPTURE(uring);
+    fixture f({}, xrtio::runtime_options{.file_io_uring = uring});
+    auto buf = f.ctx.alloc(4096);
+    asio::io_context io;
+    // A descriptor number that was closed (high, so nothing reuses it meanwhile).
+    int fd = ::open(dir.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 900 + int(uring));
+    REQUIRE(high >= 900);
+    ::close(high);
+    ::close(fd);
+    auto closed = xrtio::file::adopt(high);
+    outcome c;
+    xrtio::async_read_file(closed, 0, buf, record(io, c));
+    run_until(io, c);
+    CHECK(c.ec == std::errc::bad_file_descriptor);
+    // A directory: reading it is EISDIR; opening it for writing throws EISDIR.
+    auto d = xrtio::file::open(dir.path, xrtio::file_mode::read);
+    outcome r;
+    xrtio::async_read_file(d, 0, buf, record(io, r));
+    run_until(io, r);
+    CHECK(r.ec == std::errc::is_a_directory);
+    try {
+      xrtio::file::open(dir.path, xrtio::file_mode::write);
+      FAIL("opening a directory for writing did not throw");
+    } catch (const xrtio::error& e) {
+      CHECK(e.code() == std::errc::is_a_directory);
+    }
+    // A descriptor opened read-only, written: EBADF from the write itself.
+    auto path = dir.path / ("ro" + std::to_string(uring));
+    write_file(path, random_bytes(4096, 2));
+    auto ro = xrtio::file::open(path, xrtio::file_mode::read);
+    outcome w;
+    xrtio::async_write_file(ro, 0, buf, record(io, w));
+    run_until(io, w);
+    CHECK(w.ec == std::errc::bad_file_descriptor);
+    check_path(f.rt, uring);
+  }
+  // EACCES: root passes permission bits, but not a read-only sysfs attribute.
+  const char* attr = "/sys/devices/system/cpu/online";
+  if (::access(attr, F_OK) != 0) {
+    MESSAGE("XRTIO-SKIP: " << attr << " missing: EACCES not tried");
+    return;
+  }
+  try {
+    xrtio::file::open(attr, xrtio::file_mode::write);
+    FAIL("opening a read-only sysfs attribute for writing did not throw");
+  } catch (const xrtio::error& e) {
+    CHECK(e.code() == std::errc::permission_denied);
+    CHECK(std::string(e.what()).find(attr) != std::string::npos);
+  }
+}
+
+namespace {
+// A pipe whose read end is adopted as a file: a read blocks until bytes are
+// written to the other end, so a transfer stays in flight as long as a test needs.
+struct pipe_pair {
+  int rd = -1, wr = -1;
+  pipe_pair() {
+    int p[2];
+    REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+    rd = p[0];
+    wr = p[1];
+  }
+  ~pipe_pair() {
+    if (rd >= 0) ::close(rd);
+    if (wr >= 0) ::close(wr);
+  }
+  void put(const void* data, std::size_t n) const { REQUIRE(::write(wr, data, n) == ssize_t(n)); }
+};
+
+// Whether a host write to buf's range is refused as in use (the lease is held).
+bool leased(xrtio::buffer b) {
+  std::byte x{1};
+  try {
+    b.write(std::span<const std::byte>(&x, 1));
+    return false;
+  } catch (const xrtio::error& e) {
+    CHECK(e.code() == xrtio::errc::range_in_use);
+    return true;
+  }
+}
+}  // namespace
+
+TEST_CASE("file io: a read from a pipe holds its write lease until its last piece is reported, then completes") {
+  for (bool uring : {true, false}) {
+    CAPTURE(uring);
+    fixture f({}, xrtio::runtime_options{.file_io_uring = uring});
+    pipe_pair p;
+    auto file = xrtio::file::adopt(p.rd, {.chunk_size = 4096, .queue_depth = 4});
+    p.rd = -1;  // the file owns it
+    CHECK(!file.direct());
+    auto buf = f.ctx.alloc(3 * 4096);
+    asio::io_context io;
+    outcome o;
+    xrtio::async_read_file(file, 0, buf, record(io, o));
+    io.run_for(30ms);
+    CHECK(!o.done);
+    CHECK(leased(buf));
+    auto data = random_bytes(3 * 4096, 11);
+    p.put(data.data(), 5000);  // a partial piece: the rest is asked for again
+    io.run_for(20ms);
+    CHECK(!o.done);
+    CHECK(leased(buf));
+    p.put(data.data() + 5000, data.size() - 5000);
+    run_until(io, o);
+    CHECK(!o.ec);
+    CHECK(o.bytes == data.size());
+    CHECK(std::memcmp(buf.map().data(), data.data(), data.size()) == 0);
+    CHECK(!leased(buf));  // released with the completion
+    check_path(f.rt, uring);
+  }
+}
+
+TEST_CASE("file io: cancelling a blocked pipe read: operation_aborted, nothing consumed, lease held until then") {
+  for (bool uring : {true, false})
+    for (auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial}) {
+      CAPTURE(uring);
+      fixture f({}, xrtio::runtime_options{.file_io_uring = uring});
+      pipe_pair p;
+      auto file = xrtio::file::adopt(::dup(p.rd));
+      auto buf = f.ctx.alloc(4096);
+      asio::io_context io;
+      asio::cancellation_signal sig;
+      outcome o;
+      xrtio::async_read_file(file, 0, buf, asio::bind_cancellation_slot(sig.slot(), record(io, o)));
+      io.run_for(20ms);
+      CHECK(!o.done);
+      CHECK(leased(buf));
+      sig.emit(type);
+      run_until(io, o);
+      CHECK(o.ec == asio::error::operation_aborted);
+      CHECK(!leased(buf));
+      CHECK(f.rt.stats().file_cancels >= 1);
+      CHECK(f.rt.stats().cancelled == 1);
+      // The cancelled request is gone from the kernel: bytes written now are
+      // still in the pipe for the next reader.
+      p.put("abc", 3);
+      char got[3] = {};
+      CHECK(::read(p.rd, got, 3) == 3);
+      CHECK(std::string(got, 3) == "abc");
+    }
+}
+
+TEST_CASE("file io: io_options::timeout cancels a blocked read with timed_out, and the runtime's destructor ends "
+          "one with shut_down") {
+  for (bool uring : {true, false}) {
+    CAPTURE(uring);
+    pipe_pair p;
+    asio::io_context io;
+    outcome t, s;
+    xrtio::buffer buf;
+    {
+      fixture f({}, xrtio::runtime_options{.file_io_uring = uring});
+      auto file = xrtio::file::adopt(::dup(p.rd));
+      buf = f.ctx.alloc(4096);
+      auto other = f.ctx.alloc(4096);
+      xrtio::async_read_file(file, 0, buf, xrtio::io_options{.timeout = 30ms}, record(io, t));
+      run_until(io, t);
+      CHECK(t.ec == xrtio::errc::timed_out);
+      CHECK(f.rt.stats().timed_out == 1);
+      xrtio::async_read_file(file, 0, other, record(io, s));
+      io.restart();
+      io.run_for(20ms);
+      CHECK(!s.done);
+    }  // the runtime goes: its pieces are cancelled
+    run_until(io, s);
+    CHECK(s.ec == xrtio::errc::shut_down);
+    p.put("x", 1);
+    char c = 0;
+    CHECK(::read(p.rd, &c, 1) == 1);  // nobody else read it
+  }
+}
+
+TEST_CASE("file io: a read into a range a run writes fails with range_in_use, or waits for the run") {
+  temp_dir dir;
+  sim::device_config cfg;
+  cfg.latency.fixed = 40ms;
+  fixture f(cfg);
+  auto v = rtest::make_vadd(f.ctx, 1024);  // c: 4096 bytes
+  auto path = dir.path / "w";
+  auto content = random_bytes(4096, 21);
+  write_file(path, content);
+  auto file = xrtio::file::open(path, xrtio::file_mode::read);
+  asio::io_context io;
+  outcome run_done, fail, wait;
+  int order = 0, run_at = 0, wait_at = 0;
+  xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a), xrtio::in(v.b), xrtio::out(v.c), v.n,
+                   asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                     CHECK(!ec);
+                     run_at = ++order;
+                     run_done.done = true;
+                   }));
+  xrtio::async_read_file(file, 0, xrtio::out(v.c.sub(64, 128)), record(io, fail));
+  xrtio::async_read_file(file, 0, xrtio::out(v.c), xrtio::io_options{.on_conflict = xrtio::conflict_policy::wait},
+                         asio::bind_executor(io, [&](std::error_code ec, std::size_t n) {
+                           wait.ec = ec;
+                           wait.bytes = n;
+                           wait.done = true;
+                           wait_at = ++order;
+                         }));
+  run_until(io, wait);
+  CHECK(fail.ec == xrtio::errc::range_in_use);
+  CHECK(run_done.done);
+  CHECK(run_at == 1);
+  CHECK(wait_at == 2);
+  CHECK(!wait.ec);
+  CHECK(wait.bytes == 4096);
+  CHECK(std::memcmp(v.c.map().data(), content.data(), 4096) == 0);  // the file's, read after the run
+}
+
+TEST_CASE("file io: a run writing a range being written out fails with range_in_use, or waits for the write") {
+  for (bool uring : {true, false}) {
+    CAPTURE(uring);
+    fixture f({}, xrtio::runtime_options{.file_io_uring = uring});
+    auto v = rtest::make_vadd(f.ctx, 1024);
+    pipe_pair p;
+    // Fill the pipe so the write blocks until the test drains it.
+    REQUIRE(::fcntl(p.wr, F_SETFL, O_NONBLOCK) == 0);
+    std::vector<char> junk(65536, 'j');
+    std::size_t filled = 0;
+    for (ssize_t n; (n = ::write(p.wr, junk.data(), junk.size())) > 0;) filled += std::size_t(n);
+    REQUIRE(::fcntl(p.wr, F_SETFL, 0) == 0);
+    auto out = xrtio::file::adopt(::dup(p.wr));
+    std::vector<std::uint32_t> before(1024);
+    v.c.read(std::span<std::uint32_t>(before));
+    asio::io_context io;
+    outcome w, fail, wait;
+    int order = 0, w_at = 0, run_at = 0;
+    xrtio::async_write_file(out, 0, xrtio::in(v.c), asio::bind_executor(io, [&](std::error_code ec, std::size_t n) {
+                              w.ec = ec;
+                              w.bytes = n;
+                              w.done = true;
+                              w_at = ++order;
+                            }));
+    io.run_for(20ms);
+    CHECK(!w.done);
+    auto run = [&](xrtio::conflict_policy pol, outcome& o) {
+      xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a), xrtio::in(v.b), xrtio::out(v.c), v.n,
+                       xrtio::run_options{.on_conflict = pol},
+                       asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                         o.ec = ec;
+                         o.done = true;
+                         if (&o == &wait) run_at = ++order;
+                       }));
+    };
+    run(xrtio::conflict_policy::fail, fail);
+    run(xrtio::conflict_policy::wait, wait);
+    io.run_for(20ms);
+    CHECK(fail.done);
+    CHECK(fail.ec == xrtio::errc::range_in_use);
+    CHECK(!wait.done);
+    // Drain: the junk, then what the write sent, which must be c as it was
+    // before the run (the run waited).
+    std::vector<char> got(filled + 4096);
+    std::size_t have = 0;
+    while (have < got.size()) {
+      ssize_t n = ::read(p.rd, got.data() + have, got.size() - have);
+      REQUIRE(n > 0);
+      have += std::size_t(n);
+    }
+    run_until(io, wait);
+    run_until(io, w);
+    CHECK(!w.ec);
+    CHECK(w.bytes == 4096);
+    CHECK(!wait.ec);
+    CHECK(w_at == 1);
+    CHECK(run_at == 2);
+    CHECK(std::memcmp(got.data() + filled, before.data(), 4096) == 0);
+    CHECK(rtest::vadd_ok(v));
+  }
+}
+
+TEST_CASE("file io: completions run exactly once in their strands on a thread_pool and with every token") {
+  temp_dir dir;
+  fixture f;
+  auto path = dir.path / "x";
+  auto content = random_bytes(64 << 10, 31);
+  write_file(path, content);
+  auto file = xrtio::file::open(path, xrtio::file_mode::read, {.chunk_size = 8192});
+  asio::thread_pool pool(4);
+  constexpr int per_strand = 50, strands = 4;
+  std::atomic<int> calls{0}, wrong{0}, failed{0};
+  std::vector<xrtio::buffer> bufs;
+  for (int s = 0; s < strands; ++s) bufs.push_back(f.ctx.alloc(per_strand * 4096));
+  std::vector<asio::strand<asio::thread_pool::executor_type>> ss;
+  for (int s = 0; s < strands; ++s) ss.push_back(asio::make_strand(pool));
+  std::vector<std::atomic<int>> seen(strands * per_strand);
+  for (int s = 0; s < strands; ++s)
+    asio::post(ss[std::size_t(s)], [&, s] {
+      for (int i = 0; i < per_strand; ++i)
+        xrtio::async_read_file(file, std::uint64_t(i) * 1024, bufs[std::size_t(s)].sub(4096, std::size_t(i) * 4096),
+                               asio::bind_executor(ss[std::size_t(s)], [&, s, i](std::error_code ec, std::size_t n) {
+                                 if (!ss[std::size_t(s)].running_in_this_thread()) ++wrong;
+                                 if (ec || n != 4096) ++failed;
+                                 seen[std::size_t(s * per_strand + i)]++;
+                                 ++calls;
+                               }));
+    });
+  auto until = std::chrono::steady_clock::now() + 30s;
+  while (calls.load() < strands * per_strand && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(10ms);  // a second call would show up here
+  pool.join();
+  CHECK(calls.load() == strands * per_strand);
+  CHECK(wrong.load() == 0);
+  CHECK(failed.load() == 0);
+  for (auto& c : seen) CHECK(c.load() == 1);
+  for (int s = 0; s < strands; ++s)
+    for (int i = 0; i < per_strand; ++i)
+      CHECK(std::memcmp(bufs[std::size_t(s)].map().data() + i * 4096, content.data() + i * 1024, 4096) == 0);
+  // use_future, deferred and a coroutine.
+  auto buf = f.ctx.alloc(4096);
+  auto fut = xrtio::async_read_file(file, 0, buf, asio::use_future);
+  CHECK(fut.get() == 4096);
+  asio::io_context io;
+  auto op = xrtio::async_write_file(file, 0, buf, asio::experimental::deferred);
+  std::error_code wec;
+  std::move(op)(asio::bind_executor(io, [&](std::error_code ec, std::size_t) { wec = ec; }));
+  io.run();
+  CHECK(wec == std::errc::bad_file_descriptor);  // opened read-only
+  std::size_t got = 0;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    got = co_await xrtio::async_read_file(file, 60 << 10, buf, asio::use_awaitable);
+  }, asio::detached);
+  io.restart();
+  io.run();
+  CHECK(got == 4096);
+}
+
+TEST_CASE("file io: async_load_file streams files into views with progress, and refuses a file larger than its "
+          "buffer before reading") {
+  temp_dir dir;
+  fixture f;
+  auto a = random_bytes(300000, 41), c = random_bytes(5000, 43);
+  write_file(dir.path / "a", a);
+  write_file(dir.path / "b", {});
+  write_file(dir.path / "c", c);
+  auto buf = f.ctx.alloc(1 << 20);
+  asio::io_context io;
+  std::vector<xrtio::load_progress> seen;
+  xrtio::load_options lo;
+  lo.file.chunk_size = 16 << 10;
+  lo.file.queue_depth = 2;
+  lo.progress = [&](const xrtio::load_progress& p) { seen.push_back(p); };
+  outcome o;
+  xrtio::async_load_file({{dir.path / "a", buf.sub(300000, 0)}, {dir.path / "b", buf.sub(4096, 300000)},
+                          {dir.path / "c", buf.sub(8192, 512 << 10)}},
+                         lo, record(io, o));
+  CHECK(!o.done);  // never inline
+  run_until(io, o);
+  CHECK_MESSAGE(!o.ec, o.ec.message());
+  CHECK(o.bytes == 305000);
+  CHECK(std::memcmp(buf.map().data(), a.data(), a.size()) == 0);
+  CHECK(std::memcmp(buf.map().data() + (512 << 10), c.data(), c.size()) == 0);
+  REQUIRE(seen.size() >= 4);  // a in 10 segments of 32 KiB, b once, c once
+  for (std::size_t i = 1; i < seen.size(); ++i) CHECK(seen[i].bytes_done >= seen[i - 1].bytes_done);
+  CHECK(seen.back().bytes_done == 305000);
+  CHECK(seen.back().bytes_total == 305000);
+  CHECK(seen.back().file_index == 2);
+  // Too large for its buffer: nothing read at all, even of the files before it.
+  auto reads = f.rt.stats().file_reads;
+  outcome big;
+  xrtio::async_load_file({{dir.path / "c", buf.sub(4096, 0)}, {dir.path / "a", buf.sub(4096, 8192)}}, {},
+                         record(io, big));
+  run_until(io, big);
+  CHECK(big.ec == xrtio::errc::out_of_range);
+  CHECK(f.rt.stats().file_reads == reads);
+  outcome missing;
+  xrtio::async_load_file(dir.path / "nope", buf, {}, record(io, missing));
+  run_until(io, missing);
+  CHECK(missing.ec == std::errc::no_such_file_or_directory);
+}
+
+// The README's example, compiled and run here.
+namespace readme {
+asio::awaitable<std::size_t> load_weights(xrtio::context ctx, std::filesystem::path path) {
+  auto weights = ctx.alloc(std::filesystem::file_size(path));
+  auto f = xrtio::file::open(path, xrtio::file_mode::read);  // O_DIRECT where the file system allows it
+  std::size_t n = co_await xrtio::async_read_file(f, 0, xrtio::out(weights), asio::use_awaitable);
+  // the buffer was leased for writing until every piece was in, then synced to the device
+  co_return n;
+}
+}  // namespace readme
+
+TEST_CASE("file io: the README example reads a file into a buffer") {
+  temp_dir dir;
+  fixture f;
+  auto data = random_bytes(3 * 4096, 51);
+  write_file(dir.path / "weights.bin", data);
+  asio::io_context io;
+  std::size_t n = 0;
+  asio::co_spawn(io, readme::load_weights(f.ctx, dir.path / "weights.bin"),
+                 [&](std::exception_ptr e, std::size_t got) {
+                   CHECK(!e);
+                   n = got;
+                 });
+  io.run();
+  CHECK(n == data.size());
+}
