@@ -41,8 +41,12 @@ struct xrtio_cell {
       issued = clk::now();
       // Bound to the io_context: a plain callback's associated executor would
       // be Asio's system executor (its own thread pool), not this loop.
-      xrtio::async_read_file(c.file, off, xrtio::out(buf),
-                             asio::bind_executor(c.io, [this](std::error_code ec, std::size_t n) { done(ec, n); }));
+      try {
+        xrtio::async_read_file(c.file, off, xrtio::out(buf),
+                               asio::bind_executor(c.io, [this](std::error_code ec, std::size_t n) { done(ec, n); }));
+      } catch (const std::exception&) {
+        g_failed.fetch_add(1);  // counted as an error; this slot issues nothing more
+      }
     }
     void done(std::error_code ec, std::size_t n) {
       auto& c = *cell;
