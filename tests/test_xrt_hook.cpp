@@ -125,7 +125,7 @@ thrown thrown_by(F&& f) {
   } catch (const xrtio::error& e) {
     return {e.code(), e.what()};
   } catch (const std::exception& e) {
-    FAIL("not an xrtio::error: " << e.what());
+    FAIL((std::string("not an xrtio::error: ") + e.what()));
   }
   return {};
 }
