@@ -1,7 +1,7 @@
 // The XRT backend's test seam: a hook called just before each XRT call that
 // can fail, inside the backend's own try block, so that what it throws takes
 // the path an exception from XRT takes. Private to src/backends/xrt and to
-// tests/test_xrt_failures.cpp, which uses it to make XRT's no-op device fail
+// tests/test_xrt_hook.cpp, which uses it to make XRT's no-op device fail
 // where it never does by itself: start, abort, bo allocation, sync, sub-bo
 // (docs/RELIABILITY.md, "XRT failure paths").
 //
