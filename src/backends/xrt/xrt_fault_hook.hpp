@@ -6,8 +6,9 @@
 // (docs/RELIABILITY.md, "XRT failure paths").
 //
 // Compiled in always, so the code tested is the code shipped. Its cost with
-// no hook installed: one load of a pointer and a branch that is never taken,
-// per XRT call (no lock, no system call, no allocation).
+// no hook installed, per XRT call: loading the hook pointer (through the GOT
+// in position-independent code: two loads) and a branch that is never
+// taken; no lock, no system call, no allocation.
 #pragma once
 
 #include <atomic>
