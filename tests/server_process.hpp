@@ -85,6 +85,8 @@ class server_process {
     return -1;
   }
   const std::string& output() const { return output_; }
+  /// Sends `sig` (SIGSTOP, SIGCONT, ...) without waiting for anything.
+  void send_signal(int sig) { ::kill(pid_, sig); }
   /// Reads the server's output until it contains `text` (true) or `limit` passes.
   bool wait_for_output(const std::string& text, std::chrono::seconds limit = std::chrono::seconds(20)) {
     auto until = std::chrono::steady_clock::now() + limit;

@@ -87,7 +87,9 @@ TEST_CASE("inloop: a run submitted from another thread wakes the blocked driver"
   auto guard = asio::make_work_guard(io);  // the driver blocks with nothing in flight
   std::atomic<int> calls{0};
   std::thread driver([&] { xrtio::run(io, f.rt); });
-  std::this_thread::sleep_for(20ms);  // the driver is blocked in io.run_one()
+  // The driver has blocked in io.run_one() (block_begin counts the sleep),
+  // however long a loaded host takes to get it there.
+  REQUIRE(rtest::eventually([&] { return f.rt.stats().sleeps >= 1; }, 20000ms));
   for (int i = 0; i < 20; ++i)
     xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
                        CHECK(!ec);
@@ -240,7 +242,9 @@ TEST_CASE("inloop: xrtio::run refuses a runtime with its own reactor thread, and
   asio::io_context io2;
   auto guard = asio::make_work_guard(io2);
   std::thread driver([&] { xrtio::run(io2, f.rt); });
-  std::this_thread::sleep_for(20ms);
+  // The first driver is attached (it has blocked once): without this wait a
+  // slow start let the "second" call become the only driver.
+  REQUIRE(rtest::eventually([&] { return f.rt.stats().sleeps >= 1; }, 20000ms));
   std::error_code second;
   try {
     xrtio::run(io, f.rt);

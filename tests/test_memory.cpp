@@ -241,15 +241,39 @@ TEST_CASE("buffer: write and read past the end fail with out_of_range and leave 
   CHECK(read_all(b) == p);
 }
 
+// The simulated device shares coherent memory with its kernels, so its sync
+// copies nothing (sim_buffer::sync). What a sync does that can be seen is
+// the range it resolves and takes for its duration: it fails with
+// range_in_use exactly when that range overlaps a run's. (XRT: the ranges
+// that reach xrt::bo::sync are checked in tests/test_xrt_hook.cpp.)
 TEST_CASE("buffer: sync covers the range (size 0 means to the end) and rejects bad ranges") {
-  auto ctx = sim::open();
+  auto ctx = sim::open(hung_vadd());
   auto b = ctx.alloc(128);
-  CHECK_NOTHROW(b.sync(xrtio::sync_direction::to_device));
-  CHECK_NOTHROW(b.sync(xrtio::sync_direction::from_device, 0, 100));
-  CHECK_NOTHROW(b.sync(xrtio::sync_direction::from_device, 28, 100));
+  auto a = ctx.alloc(64);
+  // A run on the device holds [100, 128) of b.
+  auto h = xrtio::start(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(a), xrtio::out(b.sub(28, 100)), std::uint32_t{7});
+  CHECK(xtest::tracker(b).active_count() == 1);
+  auto msg = error_of([&] { b.sync(xrtio::sync_direction::to_device); }, errc::range_in_use);
+  CHECK_CONTAINS(msg, "[0, 128)");  // size 0: the whole buffer
+  msg = error_of([&] { b.sync(xrtio::sync_direction::from_device, 0, 28); }, errc::range_in_use);
+  CHECK_CONTAINS(msg, "[28, 128)");  // size 0 from offset 28: to the end
+  msg = error_of([&] { b.sync(xrtio::sync_direction::from_device, 2, 99); }, errc::range_in_use);
+  CHECK_CONTAINS(msg, "[99, 101)");  // one byte into the run's range
+  CHECK_NOTHROW(b.sync(xrtio::sync_direction::from_device, 100, 0));  // [0, 100): just below the run's range
+  CHECK_NOTHROW(b.sync(xrtio::sync_direction::to_device, 72, 28));
+  CHECK_NOTHROW(b.sub(100, 0).sync(xrtio::sync_direction::to_device));  // a view's "to the end" is its own end
+  // Bad ranges, whatever is leased.
   error_of([&] { b.sync(xrtio::sync_direction::to_device, 29, 100); }, errc::out_of_range);
   error_of([&] { b.sync(xrtio::sync_direction::to_device, 0, 128); }, errc::invalid_size);
+  error_of([&] { b.sync(xrtio::sync_direction::to_device, 1, 128); }, errc::out_of_range);
+  // The backend checks the range too, for callers of the seam.
+  msg = error_of([&] { xtest::state(b)->native->sync(xrtio::sync_direction::to_device, 64, 65); }, errc::out_of_range);
+  CHECK_CONTAINS(msg, "sim buffer sync [65, +64) exceeds 128 bytes");
+  // Only the run's lease is held: none of the syncs kept one.
+  CHECK(xtest::tracker(b).active_count() == 1);
+  h = {};  // aborts the hung run
   CHECK(xtest::tracker(b).active_count() == 0);
+  CHECK_NOTHROW(b.sync(xrtio::sync_direction::to_device));
 }
 
 TEST_CASE("buffer: operations on an empty handle fail with invalid_size") {

@@ -58,6 +58,24 @@ TEST_CASE("smoke: async_run with a callback completes vadd") {
 namespace {
 using rtest::fixture;
 
+// The reactor's activity counters: equal when it neither slept, woke nor polled.
+bool same_activity(const xrtio::runtime_stats& a, const xrtio::runtime_stats& b) {
+  return a.sleeps == b.sleeps && a.wakeups == b.wakeups && a.polls == b.polls;
+}
+
+// Waits, one `window` after another (up to `tries`), for a window in which
+// the reactor's counters do not move: it has reached the sleep it ends only
+// when woken. A loaded host only makes it take more windows; a reactor woken
+// by a timer shorter than `window` never gives one. Returns whether it did.
+bool until_quiet(const xrtio::runtime& rt, std::chrono::milliseconds window, int tries = 50) {
+  for (int i = 0; i < tries; ++i) {
+    auto s0 = rt.stats();
+    std::this_thread::sleep_for(window);
+    if (same_activity(s0, rt.stats())) return true;
+  }
+  return false;
+}
+
 xrtio::sim::device_config hang_vadd() {
   xrtio::sim::device_config cfg;
   cfg.faults.push_back({.kernel = "vadd", .what = xrtio::sim::fault::hang});
@@ -520,7 +538,9 @@ TEST_CASE("reactor: every result is stamped in order: submitted, device complete
 
 TEST_CASE("reactor: an idle reactor blocks with no timer: 0 wake-ups per second, before and after a burst") {
   fixture f;
-  std::this_thread::sleep_for(50ms);  // let the thread reach its first sleep
+  // The thread has reached its first sleep (counted as it blocks), however
+  // long a loaded host takes to get it there.
+  REQUIRE(rtest::eventually([&] { return f.rt.stats().sleeps >= 1; }, 20000ms));
   auto s0 = f.rt.stats();
   std::this_thread::sleep_for(1s);
   auto s1 = f.rt.stats();
@@ -533,7 +553,9 @@ TEST_CASE("reactor: an idle reactor blocks with no timer: 0 wake-ups per second,
   // A burst, some with device latency so the reactor backs off to timed sleeps.
   CHECK(rtest::run_concurrently(f, 200) == 200);
   CHECK(f.rt.stats().in_flight == 0);
-  std::this_thread::sleep_for(50ms);
+  // The spin after the burst may end late on a loaded host: wait for the
+  // reactor to settle, then it must stay asleep for the whole window.
+  REQUIRE(until_quiet(f.rt, 100ms));
   auto s2 = f.rt.stats();
   CHECK(s2.submitted == 200);
   std::this_thread::sleep_for(500ms);
@@ -575,8 +597,9 @@ TEST_CASE("reactor: while a run is in flight the reactor backs off to bounded sl
   run.release();
   CHECK(run.calls == 1);
   CHECK(run.ec == asio::error::operation_aborted);
-  // Nothing in flight: no timer at all.
-  std::this_thread::sleep_for(50ms);
+  // Nothing in flight: no timer at all. The reactor settles (however late),
+  // then stays asleep.
+  REQUIRE(until_quiet(f.rt, 100ms));
   auto s2 = f.rt.stats();
   std::this_thread::sleep_for(300ms);
   auto s3 = f.rt.stats();
@@ -774,7 +797,7 @@ TEST_CASE("reactor: stats report the io_uring wait primitive, and the eventfd fa
   fixture f(cfg, o);
   CHECK(!f.rt.stats().io_uring);
   CHECK(rtest::run_concurrently(f, 5) == 5);
-  std::this_thread::sleep_for(30ms);
+  REQUIRE(until_quiet(f.rt, 100ms));  // settled, however late
   auto s0 = f.rt.stats();
   std::this_thread::sleep_for(200ms);
   CHECK(f.rt.stats().sleeps == s0.sleeps);  // ppoll with no timeout when idle

@@ -307,6 +307,31 @@ TEST_CASE("server: out of file descriptors it keeps the waiting connections and 
   CHECK(s.stop() == 0);
 }
 
+TEST_CASE("server: connections waiting in the backlog are all accepted before any of their requests is served") {
+  // The server is stopped (SIGSTOP) while 20 clients connect and send their
+  // request, so all 20 wait in the kernel's backlog. One io thread: when it
+  // resumes, a server that takes one connection per trip through its queue
+  // serves the first requests with few connections open (the rest wait
+  // behind every busy connection's handlers: seconds under load); one that
+  // drains the backlog first reports all 20 open in every response.
+  server_process s({"--threads", "1"});
+  s.send_signal(SIGSTOP);
+  constexpr int clients = 20;
+  std::vector<std::unique_ptr<http_client>> crowd;
+  for (int i = 0; i < clients; ++i) {
+    crowd.push_back(std::make_unique<http_client>(s.port()));  // the kernel completes the handshake
+    crowd.back()->send("GET", "/metrics");
+  }
+  s.send_signal(SIGCONT);
+  for (auto& c : crowd) {
+    auto r = c->receive();
+    REQUIRE(r.status == 200);
+    CHECK(metric(r.body, "xrtio_server_connections") == clients);
+  }
+  crowd.clear();
+  CHECK(s.stop() == 0);
+}
+
 TEST_CASE("server: a full memory budget gives 503 with Retry-After") {
   // 64 bytes: one vadd of 4+4 u32 in flight (a, b, c: 48 bytes) leaves too
   // little for a second of 2+2 (24 bytes).

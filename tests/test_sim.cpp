@@ -414,23 +414,46 @@ TEST_CASE("sim: device::lose() ends in-flight runs with device_lost") {
 // ---- ERT state machine ---------------------------------------------------------------
 
 TEST_CASE("sim: a run goes queued then running then completed") {
+  // Each state is held by a gate, not a latency window a loaded host could
+  // miss: the one compute unit is busy with a "blocker" run until the test
+  // opens the first gate (the run stays QUEUED), then the "held" run's
+  // kernel keeps it RUNNING until the second gate opens.
+  std::atomic<bool> unblock{false}, finish{false}, blocking{false};
+  auto wait_for_gate = [](std::atomic<bool>& gate, sim::kernel_call& c) {
+    while (!gate.load() && !c.stop_requested()) std::this_thread::sleep_for(100us);
+  };
   sim::device_config cfg;
-  cfg.latency.fixed = 50ms;  // wide windows: a loaded host still sees each state
-  cfg.faults.push_back({.kernel = "vadd", .what = sim::fault::hang, .duration = 100ms});
+  cfg.compute_units = 1;
+  cfg.kernels.push_back({"blocker", {}, [&](sim::kernel_call& c) {
+                           blocking = true;
+                           wait_for_gate(unblock, c);
+                         }});
+  cfg.kernels.push_back({"held", {}, [&](sim::kernel_call& c) { wait_for_gate(finish, c); }});
   auto ctx = sim::open(cfg);
-  auto h = start_vadd(ctx);
+  auto blocker = xrtio::start(ctx.kernel("blocker"));
+  REQUIRE(eventually([&] { return blocking.load(); }, 20000ms));
+  auto h = xrtio::start(ctx.kernel("held"));
   std::vector<run_state> seen{h.state()};
-  auto until = clk::now() + 10s;
-  while (!xrtio::is_final(seen.back()) && clk::now() < until) {
-    auto s = h.state();
-    if (s != seen.back()) seen.push_back(s);
-    std::this_thread::sleep_for(100us);
-  }
+  auto record_until = [&](auto done) {
+    auto until = clk::now() + 20s;
+    while (!done(seen.back()) && clk::now() < until) {
+      auto s = h.state();
+      if (s != seen.back()) seen.push_back(s);
+      std::this_thread::sleep_for(100us);
+    }
+  };
+  CHECK(h.state() == run_state::queued);  // still: the unit is busy
+  unblock = true;
+  record_until([](run_state s) { return s != run_state::queued; });
+  CHECK(h.state() == run_state::running);  // still: the kernel holds it
+  finish = true;
+  record_until([](run_state s) { return xrtio::is_final(s); });
   REQUIRE(seen.size() == 3);
   CHECK(seen[0] == run_state::queued);
   CHECK(seen[1] == run_state::running);
   CHECK(seen[2] == run_state::completed);
   CHECK(h.wait(1s).ok());
+  CHECK(blocker.wait(1s).ok());
 }
 
 TEST_CASE("sim: aborting a queued run (long latency) ends it in ABORT without running the kernel") {

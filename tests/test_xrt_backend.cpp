@@ -7,7 +7,8 @@
 // abort() into "wait until completed" — so these are covered only on the
 // simulator (tests/test_sim.cpp, tests/test_sync_run.cpp, the reactor
 // suites), and listed in docs/TOOLS.md:
-//   - a refused abort and the retained run (invariant 5);
+//   - a refused abort and the retained run (invariant 5), except an abort that
+//     throws, which tests/test_xrt_hook.cpp makes through the backend's seam;
 //   - a hung run, run_options::timeout / wait(timeout) aborting it (invariant 4);
 //   - final states other than COMPLETED (ERROR, ABORT, TIMEOUT, NORESPONSE...);
 //   - device loss;
@@ -224,8 +225,7 @@ TEST_CASE("xrt: buffers map host memory, write and read round-trip") {
   b.write(std::span<const std::uint32_t>(in));
   b.read(std::span<std::uint32_t>(out));
   CHECK(in == out);
-  b.sync(xrtio::sync_direction::to_device);
-  b.sync(xrtio::sync_direction::from_device, 4096, 4096);
+  // (What sync hands XRT, and its failures: tests/test_xrt_hook.cpp.)
   CHECK(b.map().size() == 64 * 1024);
   CHECK(xtest::state(b)->native->address() != 0);
 }

@@ -71,6 +71,12 @@ else()
   target_compile_definitions(test_xrt_backend PRIVATE ${_xrtio_xrt_defs})
   add_dependencies(test_xrt_backend xrtio-mkxclbin)
 
+  # The backend's failure paths through its test seam (src/backends/xrt/xrt_fault_hook.hpp).
+  xrtio_test(test_xrt_hook test_xrt_hook.cpp)
+  target_include_directories(test_xrt_hook PRIVATE ${PROJECT_SOURCE_DIR}/src/backends/xrt)
+  target_compile_definitions(test_xrt_hook PRIVATE ${_xrtio_xrt_defs})
+  add_dependencies(test_xrt_hook xrtio-mkxclbin)
+
   xrtio_test(test_xrt_tools test_xrt_tools.cpp)
   target_compile_definitions(test_xrt_tools PRIVATE ${_xrtio_xrt_defs})
   add_dependencies(test_xrt_tools xrtio-mkxclbin xrtio-info)

@@ -2,8 +2,8 @@
 # Load test of xrtio-server against its --baseline (docs/SERVER.md): each
 # server on 127.0.0.1, driven by Debian's wrk (tools/load-test/vadd.lua: POST
 # /v1/vadd, 2 x 64 u32) at 1, 64 and 1024 connections, at sim latency 0 and
-# 50 us. The 1024-connection cell runs twice: RSS is read before and after the
-# second, identical run. Prints one table and writes it, with the commit and
+# 50 us. The 1024-connection cell runs 1 + LOAD_TEST_RSS_RUNS (4) times: RSS is
+# read after each run. Prints one table and writes it, with the commit and
 # a gnuplot plot, into docs/SERVER.md (between the load-test markers) and
 # docs/perf/server-load.{png,dat}.
 #   tools/load-test.sh [build-dir]      LOAD_TEST_SECONDS=5 (per cell)
@@ -14,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 secs=${LOAD_TEST_SECONDS:-5}
+rss_runs=${LOAD_TEST_RSS_RUNS:-4}
 server=$build/examples/server/xrtio-server
 script=tools/load-test/vadd.lua
 for tool in wrk gnuplot; do
@@ -95,7 +96,7 @@ commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- examples src incl
 table="$work/table.md"
 dat="$work/server-load.dat"
 {
-  echo "| server | sim latency | connections | req/s | p50 us | p99 us | p99.9 us | server CPU us/req | errors | RSS KiB before / after 2nd run |"
+  echo "| server | sim latency | connections | req/s | p50 us | p99 us | p99.9 us | server CPU us/req | errors | RSS KiB after each 1024-connection run |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
 } > "$table"
 : > "$dat"
@@ -109,10 +110,15 @@ for lat in 0 50; do
       read -r rps p50 p99 p999 cpu err < <(drive "$conns")
       rss="-"
       if [ "$conns" = 1024 ]; then
-        before=$(rss_kib)
-        read -r rps p50 p99 p999 cpu err2 < <(drive "$conns")
-        err=$((err + err2))
-        rss="$before / $(rss_kib)"
+        # The cell again, LOAD_TEST_RSS_RUNS more times (the row shows the
+        # last): the RSS after each run shows whether memory grows from run
+        # to run (a leak) or moves within a range (malloc's arenas).
+        rss=$(rss_kib)
+        for _ in $(seq 1 "$rss_runs"); do
+          read -r rps p50 p99 p999 cpu err2 < <(drive "$conns")
+          err=$((err + err2))
+          rss="$rss / $(rss_kib)"
+        done
       fi
       row="| $kind | $lat us | $conns | $rps | $p50 | $p99 | $p999 | $cpu | $err | $rss |"
       echo "$row" >> "$table"

@@ -28,6 +28,8 @@ http_server::http_server(const options& opts, xrtio::context ctx, kernel_set ker
   acceptor_.set_option(asio::socket_base::reuse_address(true));
   acceptor_.bind(ep);
   acceptor_.listen(asio::socket_base::max_listen_connections);
+  // accept_loop drains the backlog with synchronous accepts: they must not block.
+  acceptor_.non_blocking(true);
   port_ = acceptor_.local_endpoint().port();
 }
 
@@ -69,14 +71,29 @@ asio::awaitable<void> http_server::accept_loop() {
       continue;
     }
     accept_failing = false;
-    auto c = std::make_shared<connection>(*this, std::move(socket));
-    {
-      std::lock_guard lock(connections_mutex_);
-      c->registry_entry = connections_.insert(connections_.end(), c);
+    serve(std::move(socket));
+    // Take every connection already waiting before going back to the
+    // io_context's queue: one accept per trip through a queue that holds
+    // every busy connection's handlers made 1024 new connections wait up to
+    // seconds for their first request (docs/SERVER.md, "Load test").
+    for (;;) {
+      std::error_code more_ec;
+      asio::ip::tcp::socket more(asio::make_strand(io_));
+      acceptor_.accept(more, more_ec);
+      if (more_ec) break;  // would_block: the queue is empty (or an error the next async_accept reports)
+      serve(std::move(more));
     }
-    auto ex = c->socket_executor();
-    asio::co_spawn(ex, connection::serve(std::move(c)), asio::detached);
   }
+}
+
+void http_server::serve(asio::ip::tcp::socket socket) {
+  auto c = std::make_shared<connection>(*this, std::move(socket));
+  {
+    std::lock_guard lock(connections_mutex_);
+    c->registry_entry = connections_.insert(connections_.end(), c);
+  }
+  auto ex = c->socket_executor();
+  asio::co_spawn(ex, connection::serve(std::move(c)), asio::detached);
 }
 
 asio::awaitable<void> http_server::shutdown_on_signal() {

@@ -44,6 +44,7 @@ class http_server {
 
  private:
   asio::awaitable<void> accept_loop();
+  void serve(asio::ip::tcp::socket socket);
   asio::awaitable<void> shutdown_on_signal();
   template <class F>
   void for_each_connection(F f);

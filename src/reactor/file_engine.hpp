@@ -48,7 +48,8 @@ class file_engine {
   virtual bool uses_io_uring() const noexcept = 0;
 
   /// An io_uring engine whose completions also write `notify_fd` (the
-  /// reactor's wake eventfd), or null where io_uring is refused.
+  /// reactor's wake eventfd), or null where io_uring or that registration
+  /// is refused.
   static std::unique_ptr<file_engine> make_ring(int notify_fd);
   /// `threads` workers; `wake` is called after each completion.
   static std::unique_ptr<file_engine> make_pool(unsigned threads, std::function<void()> wake);

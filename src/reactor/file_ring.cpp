@@ -20,10 +20,9 @@ class file_ring final : public file_engine {
   bool init(int notify_fd) noexcept {
     if (io_uring_queue_init(entries, &ring_, 0) != 0) return false;
     ok_ = true;
-    // Where the eventfd cannot be registered the reactor still reaps every
-    // pass; only sleeping through a completion would be bounded by its timers.
-    if (notify_fd >= 0) (void)io_uring_register_eventfd(&ring_, notify_fd);
-    return true;
+    // Without the eventfd a sleeping reactor would never hear of a
+    // completion (it sleeps with no timer): then the thread pool serves.
+    return io_uring_register_eventfd(&ring_, notify_fd) == 0;
   }
   ~file_ring() override {
     if (ok_) io_uring_queue_exit(&ring_);

@@ -3,6 +3,7 @@
 // reads that group back from an xrtio::buffer.
 #include <string>
 
+#include "xrt_fault_hook.hpp"
 #include "xrt_types.hpp"
 #include "xrtio/error.hpp"
 
@@ -22,12 +23,14 @@ std::byte* xrt_buffer::map() {
 
 void xrt_buffer::sync(backend::sync_direction dir, std::size_t size, std::size_t offset) {
   check(size, offset, "sync");
+  const bool to_device = dir == backend::sync_direction::to_device;
   try {
-    bo_.sync(dir == backend::sync_direction::to_device ? XCL_BO_SYNC_BO_TO_DEVICE : XCL_BO_SYNC_BO_FROM_DEVICE, size,
-             offset);
+    before_xrt_call(to_device ? xrt_call::bo_sync_to_device : xrt_call::bo_sync_from_device, size, offset);
+    bo_.sync(to_device ? XCL_BO_SYNC_BO_TO_DEVICE : XCL_BO_SYNC_BO_FROM_DEVICE, size, offset);
   } catch (const std::exception& e) {
-    throw error(errc::backend_failure, "xrt bo sync of [" + std::to_string(offset) + ", +" + std::to_string(size) +
-                                           "): " + e.what());
+    throw error(errc::backend_failure, std::string("xrt bo sync ") + (to_device ? "to" : "from") + " device of [" +
+                                           std::to_string(offset) + ", +" + std::to_string(size) + ") of a " +
+                                           std::to_string(size_) + "-byte bo: " + e.what());
   }
 }
 
@@ -35,6 +38,7 @@ std::unique_ptr<backend::native_buffer> xrt_buffer::sub(std::size_t size, std::s
   check(size, offset, "sub-buffer");
   try {
     auto abs = root_offset_ + offset;  // cannot overflow: within the root
+    before_xrt_call(xrt_call::bo_sub, size, abs);
     return std::make_unique<xrt_buffer>(xrt::bo(root_, size, abs), root_, abs, size, device_index_, group_);
   } catch (const std::exception& e) {
     throw error(errc::backend_failure, "xrt sub-buffer [" + std::to_string(offset) + ", +" + std::to_string(size) +

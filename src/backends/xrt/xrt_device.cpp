@@ -10,6 +10,7 @@
 
 #include <experimental/xrt_system.h>
 
+#include "xrt_fault_hook.hpp"
 #include "xrt_types.hpp"
 #include "xrtio/error.hpp"
 #include "xrtio/xrt_native.hpp"
@@ -109,6 +110,7 @@ std::unique_ptr<backend::native_buffer> xrt_device_impl::alloc(std::size_t size,
   check_group(group_id);
   const xrt::bo::flags f = bo_flags(kind);
   try {
+    before_xrt_call(xrt_call::bo_alloc, size);
     // On the device, not a hardware context: cross-context runs work.
     return std::make_unique<xrt_buffer>(xrt::bo(device_, size, f, static_cast<xrt::memory_group>(group_id)), size,
                                         options_.device_index, group_id);
@@ -125,6 +127,7 @@ std::unique_ptr<backend::native_buffer> xrt_device_impl::import_user_memory(void
     throw error(errc::misaligned, "xrt: user memory at " + pointer_text(ptr) + " is not aligned to the " +
                                       std::to_string(page) + "-byte page XRT requires");
   try {
+    before_xrt_call(xrt_call::bo_import, size);
     return std::make_unique<xrt_buffer>(xrt::bo(device_, ptr, size, static_cast<xrt::memory_group>(default_group_)),
                                         size, options_.device_index, default_group_);
   } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 // command buffer; open_options::run_pool_size bounds the pool).
 #include <string>
 
+#include "xrt_fault_hook.hpp"
 #include "xrt_types.hpp"
 #include "xrtio/error.hpp"
 
@@ -37,6 +38,7 @@ xrt_kernel::~xrt_kernel() = default;  // pooled runs are final (release() checke
 backend::native_run_ptr xrt_kernel::make_run() {
   if (auto* r = pool_.take()) return backend::native_run_ptr(r);
   try {
+    before_xrt_call(xrt_call::run_create);
     return backend::native_run_ptr(new xrt_run(this, xrt::run(kernel_)));
   } catch (const std::exception& e) {
     throw error(errc::backend_failure, "xrt kernel " + info_.name + ": cannot create a run: " + e.what());

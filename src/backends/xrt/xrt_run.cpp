@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "xrt_fault_hook.hpp"
 #include "xrt_types.hpp"
 #include "xrt_wait.hpp"
 #include "xrtio/error.hpp"
@@ -44,6 +45,7 @@ xrt_run::xrt_run(xrt_kernel* k, xrt::run r) : kernel_(k), run_(std::move(r)), se
 
 run_state xrt_run::state() noexcept {
   try {
+    before_xrt_call(xrt_call::run_state);
     auto s = to_run_state(run_.state(), last_.load(std::memory_order_relaxed));
     last_.store(s, std::memory_order_relaxed);
     return s;
@@ -55,6 +57,11 @@ run_state xrt_run::state() noexcept {
 run_state xrt_run::wait_for(std::chrono::nanoseconds timeout) {
   // wait2 where xrt::run has it, else wait (xrt_wait.hpp). (The no-op
   // device ignores the timeout and spins until the run completes.)
+  try {
+    before_xrt_call(xrt_call::run_wait);
+  } catch (...) {
+    return state();  // as wait_and_read does when XRT's wait throws
+  }
   auto s = wait_and_read(run_, std::chrono::ceil<std::chrono::milliseconds>(timeout),
                          last_.load(std::memory_order_relaxed));
   last_.store(s, std::memory_order_relaxed);
@@ -65,6 +72,7 @@ backend::abort_outcome xrt_run::abort() {
   // Synchronous in XRT (>= 2.12): submits an ERT abort and waits. A throw
   // or a non-final state afterwards means the device did not let go.
   try {
+    before_xrt_call(xrt_call::run_abort);
     auto s = to_run_state(run_.abort(), run_state::running);
     if (is_final(s)) {
       last_.store(s, std::memory_order_relaxed);
@@ -103,6 +111,7 @@ void xrt_run::set_arg(unsigned index, backend::native_buffer& buffer) {
          "the buffer belongs to XRT device " + std::to_string(xb->device_index()) + ", the kernel to device " +
              std::to_string(kernel_->device_index()));
   try {
+    before_xrt_call(xrt_call::run_set_arg, index);
     run_.set_arg(static_cast<int>(index), xb->bo());
   } catch (const std::exception& e) {
     fail(errc::backend_failure, index, std::string("XRT refused the buffer: ") + e.what());
@@ -116,6 +125,7 @@ void xrt_run::set_arg(unsigned index, const void* value, std::size_t size) {
     fail(errc::argument_kind, index,
          "is a " + std::to_string(d.size) + "-byte scalar; " + std::to_string(size) + " bytes were given");
   try {
+    before_xrt_call(xrt_call::run_set_arg, index);
     run_.set_arg(static_cast<int>(index), value, size);
   } catch (const std::exception& e) {
     fail(errc::backend_failure, index, std::string("XRT refused the scalar: ") + e.what());
@@ -136,6 +146,7 @@ void xrt_run::start() {
   }
   try {
     last_.store(run_state::new_, std::memory_order_relaxed);
+    before_xrt_call(xrt_call::run_start);
     run_.start();
     started_ = true;
   } catch (const std::exception& e) {
