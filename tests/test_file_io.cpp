@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <asio.hpp>
@@ -792,4 +793,100 @@ TEST_CASE("file io: a write to /dev/full fails with ENOSPC, and adopted descript
   CHECK(b.direct());
   CHECK(b.direct_fallback_reason().empty());
   CHECK(b.size() == 4096);
+}
+
+TEST_CASE("file io: a small read the page cache holds is done on the caller's thread and still completes through "
+          "its executor, never inline") {
+  temp_dir dir;
+  auto path = dir.path / "cached";
+  const auto content = random_bytes(256 << 10, 11);
+  write_file(path, content);  // just written: in the page cache
+  fixture f;
+  auto file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false});
+  // Whether this file system takes RWF_NOWAIT at all: if not, reads cannot
+  // be done inline here, and the loop must have done them all.
+  std::vector<std::byte> probe(4096);
+  iovec v{probe.data(), probe.size()};
+  bool nowait_works = ::preadv2(file.native_handle(), &v, 1, 0, RWF_NOWAIT) == 4096;
+  if (!nowait_works) MESSAGE("preadv2(RWF_NOWAIT) refused here (errno " << errno << "): inline reads not checked");
+  auto buf = f.ctx.alloc(64 << 10);
+  asio::io_context io;
+  std::mt19937 g(5);
+  auto before = f.rt.stats();
+  constexpr int reads = 50;
+  for (int i = 0; i < reads; ++i) {
+    std::size_t len = std::uniform_int_distribution<std::size_t>(1, 64 << 10)(g);
+    std::size_t foff = std::uniform_int_distribution<std::size_t>(0, content.size() - len)(g);
+    outcome o;
+    bool returned = false;
+    xrtio::async_read_file(file, foff, xrtio::out(buf.sub(len, 0)),
+                           asio::bind_executor(io, [&](std::error_code ec, std::size_t n) {
+                             CHECK(returned);  // not inside async_read_file
+                             CHECK(!o.done);
+                             o.ec = ec, o.bytes = n, o.done = true;
+                           }));
+    returned = true;
+    run_until(io, o);
+    REQUIRE(!o.ec);
+    REQUIRE(o.bytes == len);
+    CHECK(std::memcmp(buf.map().data(), content.data() + foff, len) == 0);
+  }
+  auto after = f.rt.stats();
+  if (nowait_works) {
+    CHECK(after.file_inline_reads - before.file_inline_reads == reads);
+    CHECK(after.file_pieces == before.file_pieces);  // the loop issued nothing
+  } else {
+    CHECK(after.file_inline_reads == before.file_inline_reads);
+  }
+  CHECK(after.file_reads - before.file_reads == reads);
+  CHECK(after.completed - before.completed == reads);
+  CHECK(after.in_flight == 0);
+  // The lease was released: a host write to the range succeeds.
+  std::vector<std::byte> zeros(4096);
+  buf.write(std::span<const std::byte>(zeros));
+
+  SUBCASE("past the limit, or with the limit 0, the loop reads") {
+    auto big = f.ctx.alloc(128 << 10);
+    auto none = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .inline_read_limit = 0});
+    for (auto* which : {&file, &none}) {
+      auto s0 = f.rt.stats();
+      outcome o;
+      std::size_t len = which == &file ? (128u << 10) : 4096u;  // over the default 64 KiB, or any size
+      xrtio::async_read_file(*which, 0, xrtio::out(big.sub(len, 0)), record(io, o));
+      run_until(io, o);
+      REQUIRE(!o.ec);
+      CHECK(o.bytes == len);
+      CHECK(std::memcmp(big.map().data(), content.data(), len) == 0);
+      auto s1 = f.rt.stats();
+      CHECK(s1.file_inline_reads == s0.file_inline_reads);
+      CHECK(s1.file_pieces > s0.file_pieces);
+    }
+  }
+  SUBCASE("a read past the end of the file: what is there, the rest found missing by the loop") {
+    auto tail = content.size() - 1000;
+    outcome o;
+    xrtio::async_read_file(file, tail, xrtio::out(buf.sub(8192, 0)), record(io, o));
+    run_until(io, o);
+    REQUIRE(!o.ec);
+    CHECK(o.bytes == 1000);
+    CHECK(std::memcmp(buf.map().data(), content.data() + tail, 1000) == 0);
+  }
+}
+
+TEST_CASE("file io: with a trace recorded every read goes through the loop (its events stay complete)") {
+  temp_dir dir;
+  auto path = dir.path / "traced";
+  const auto content = random_bytes(8192, 12);
+  write_file(path, content);
+  fixture f({}, xrtio::runtime_options{.trace_capacity = 1024});
+  auto file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false});
+  auto buf = f.ctx.alloc(8192);
+  asio::io_context io;
+  outcome o;
+  xrtio::async_read_file(file, 0, xrtio::out(buf), record(io, o));
+  run_until(io, o);
+  REQUIRE(!o.ec);
+  CHECK(o.bytes == 8192);
+  CHECK(f.rt.stats().file_inline_reads == 0);
+  CHECK(f.rt.stats().file_pieces >= 1);
 }

@@ -56,6 +56,13 @@ struct file_options {
   /// Register the descriptor with the ring (IORING_REGISTER_FILES). Not yet
   /// used: every request names the plain descriptor (docs/DESIGN.md).
   bool register_with_ring = true;
+  /// Buffered reads of at most this many bytes are first tried on the
+  /// calling thread with preadv2(RWF_NOWAIT), which only copies what the
+  /// page cache already holds and never blocks: a read the cache holds
+  /// whole then completes without the reactor (its handler is still posted
+  /// to its executor, never called inline), one it does not goes on as
+  /// usual. 0 = never. Not used while the runtime records a trace.
+  std::size_t inline_read_limit = std::size_t(64) << 10;
   /// The runtime whose reactor performs this file's transfers; null: the
   /// runtime the buffer's context is bound to (context::bind), else
   /// default_runtime(). io_options::runtime overrides it per transfer.

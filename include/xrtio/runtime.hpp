@@ -132,6 +132,7 @@ struct runtime_stats {
   std::uint64_t file_bytes_written = 0;  ///< bytes written by successful transfers
   std::uint64_t file_pieces = 0;         ///< requests handed to the ring or the pool
   std::uint64_t file_cancels = 0;        ///< pieces the reactor asked to cancel
+  std::uint64_t file_inline_reads = 0;   ///< reads done whole on the caller's thread (file_options::inline_read_limit)
 };
 
 /// Owns one reactor thread (or, with runtime_options::reactor_thread false,

@@ -2,6 +2,7 @@
 // share: the descriptors and how they may be used (docs/DESIGN.md, "File I/O").
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "xrtio/file.hpp"
@@ -16,6 +17,9 @@ struct file_state {
   bool direct = false;
   bool stream = false;  // pipe, socket, character device: no offsets
   std::string fallback_reason;
+  // preadv2(RWF_NOWAIT) was refused on fd (file system or emulator without
+  // it): inline reads are not tried again.
+  std::atomic<bool> nowait_refused{false};
   file_options options;
 
   file_state() = default;

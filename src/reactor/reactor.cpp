@@ -157,6 +157,7 @@ void reactor::submit(run_op_base* op) noexcept {
     case acquire_status::acquired:
       trace_now(trace_event_kind::leases_granted, op);
       start_on_device(op);
+      if (op->file_io && file_try_inline(op)) return;
       if (op->ph == run_op_base::phase::on_device) trace_at(trace_event_kind::started, op, op->core.submitted());
       break;
     case acquire_status::queued:

@@ -140,6 +140,7 @@ class reactor final : public access_listener {
 
   // reactor_files.cpp: file transfers (file_op_base ops).
   void file_begin(run_op_base* op) noexcept;
+  bool file_try_inline(run_op_base* op) noexcept;
   void file_intake(run_op_base* op) noexcept;
   bool file_engine_ready() noexcept;
   void file_pump(file_op_base* f) noexcept;

@@ -16,6 +16,10 @@ struct reactor_counters {
       wakeups{0}, sleeps{0}, batches{0}, predicted_wakeups{0}, predictions_missed{0}, file_reads{0}, file_writes{0},
       file_bytes_read{0}, file_bytes_written{0}, file_pieces{0}, file_cancels{0};
 
+  // Written by submitting threads (file_try_inline), so added atomically;
+  // snapshot() folds them into the loop's counters.
+  counter inline_reads{0}, inline_bytes{0};
+
   /// Single writer: adds without a locked instruction.
   static void bump(counter& c, std::uint64_t by = 1) noexcept {
     c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
@@ -31,6 +35,11 @@ struct reactor_counters {
     s.predicted_wakeups = v(predicted_wakeups), s.predictions_missed = v(predictions_missed);
     s.file_reads = v(file_reads), s.file_writes = v(file_writes), s.file_bytes_read = v(file_bytes_read);
     s.file_bytes_written = v(file_bytes_written), s.file_pieces = v(file_pieces), s.file_cancels = v(file_cancels);
+    // Inline reads never pass the loop: each is submitted, completed and a
+    // finished read at once.
+    auto in = v(inline_reads);
+    s.submitted += in, s.completed += in, s.file_reads += in, s.file_inline_reads = in;
+    s.file_bytes_read += v(inline_bytes);
     return s;
   }};
 
