@@ -20,14 +20,7 @@ std::optional<io_result> run_io_contender(const std::string& name, const io_spec
     if (name == "pread-pool") return run_pread_pool(s);
     if (name == "raw-uring") return run_raw_uring(s);
     if (name == "asio-file") return run_asio_file(s);
-    if (is_xrtio(name)) {
-#if XRTIO_BENCH_FILE_IO
-      return run_xrtio_file(s, name == "xrtio-inloop");
-#else
-      why = "this build has no xrtio file I/O (include/xrtio/file.hpp)";
-      return std::nullopt;
-#endif
-    }
+    if (is_xrtio(name)) return run_xrtio_file(s, name == "xrtio-inloop");
     why = "unknown contender";
     return std::nullopt;
   } catch (const unavailable& e) {

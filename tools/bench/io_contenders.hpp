@@ -29,8 +29,6 @@ io_result run_pread_thread(const io_spec& s);
 io_result run_pread_pool(const io_spec& s);
 io_result run_raw_uring(const io_spec& s);
 io_result run_asio_file(const io_spec& s);  // runs xrtio-bench-asio-file
-#if XRTIO_BENCH_FILE_IO
 io_result run_xrtio_file(const io_spec& s, bool inloop);
-#endif
 
 }  // namespace bench::io

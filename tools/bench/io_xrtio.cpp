@@ -1,10 +1,11 @@
 // xrtio: xrtio::async_read_file into simulated device buffers. One
 // io_context thread keeps queue_depth reads in flight (each completion checks
 // its buffer and issues the next); the runtime's reactor thread submits them
-// to its io_uring and posts the completions back. xrtio-inloop: the same with
+// to its io_uring and posts the completions back (a read the page cache holds
+// whole, up to file_options::inline_read_limit, completes on the io thread
+// itself: docs/DESIGN.md, "File I/O"). xrtio-inloop: the same with
 // a runtime without a thread, driven by the io thread (xrtio::run): no hop. One buffer per slot,
 // allocated before the window, like the other contenders' aligned buffers.
-#if XRTIO_BENCH_FILE_IO
 #include <asio.hpp>
 #include <memory>
 #include <thread>
@@ -99,4 +100,3 @@ io_result run_xrtio_file(const io_spec& s, bool inloop) {
 }
 
 }  // namespace bench::io
-#endif
