@@ -5,9 +5,11 @@
 
 #include <asio/post.hpp>
 #include <algorithm>
+#include <atomic>
 #include <asio/executor_work_guard.hpp>
 #include <asio/posix/stream_descriptor.hpp>
 #include <memory>
+#include <cstdint>
 #include <optional>
 
 #include "cpu_relax.hpp"
@@ -33,9 +35,7 @@ struct driver_guard {
 // pending in io, so the io_context's own reactor (epoll, edge-triggered:
 // every write is an edge) runs its handler and io.run_one() returns. The
 // descriptor is registered once per run() call; arming a wait is a queue
-// push in Asio, not a system call. Only the driver thread touches it. The
-// handler holds the armed flag, not this object, since a cancelled wait may
-// run after run() returned.
+// push in Asio, not a system call. Only the driver thread touches it.
 class file_watch {
  public:
   explicit file_watch(asio::io_context& io) : sd_(io) {}
@@ -45,18 +45,28 @@ class file_watch {
   // whether ring completions will end the block (false: poll for them).
   bool update(int fd) noexcept {
     if (fd < 0) {
-      if (*armed_) {
+      if (live()) {
         asio::error_code ec;
-        sd_.cancel(ec);  // the handler clears the flag when it runs
+        sd_.cancel(ec);
+        cancelled_ = true;
       }
       return true;
     }
     if (failed_) return false;
     try {
       if (!sd_.is_open()) sd_.assign(fd);
-      if (!*armed_) {
-        *armed_ = true;
-        sd_.async_wait(asio::posix::descriptor_base::wait_read, [a = armed_](const asio::error_code&) { *a = false; });
+      if (!live()) {
+        // Each wait has its own generation, so that neither a cancelled one
+        // whose handler has not run yet nor a late handler is taken for the
+        // wait now pending.
+        std::uint64_t gen = ++armed_;
+        cancelled_ = false;
+        sd_.async_wait(asio::posix::descriptor_base::wait_read, [f = fired_, gen](const asio::error_code& ec) {
+          if (ec) return;
+          auto seen = f->load(std::memory_order_relaxed);
+          while (seen < gen && !f->compare_exchange_weak(seen, gen, std::memory_order_release)) {
+          }
+        });
       }
       return true;
     } catch (...) {
@@ -71,8 +81,16 @@ class file_watch {
   }
 
  private:
+  // A wait is pending that has neither fired nor been cancelled.
+  bool live() const noexcept {
+    return armed_ != 0 && !cancelled_ && fired_->load(std::memory_order_acquire) < armed_;
+  }
   asio::posix::stream_descriptor sd_;
-  std::shared_ptr<bool> armed_ = std::make_shared<bool>(false);
+  std::uint64_t armed_ = 0;  // generation of the last wait started
+  bool cancelled_ = false;   // ... and it was cancelled
+  // The newest generation that fired; shared with the handlers (which run on
+  // whichever thread runs io, possibly after run() returned).
+  std::shared_ptr<std::atomic<std::uint64_t>> fired_ = std::make_shared<std::atomic<std::uint64_t>>(0);
   bool failed_ = false;
 };
 
