@@ -9,6 +9,10 @@
 //               [--latencies US,US,..] [--in-flight C,C,..] [--contenders a,b,..]
 //               [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US] [--predict|--no-predict]
 //               [--trace-capacity N] [--latency-histograms]
+//   xrtio-bench --io [--quick] [--repeat N] [--window S] [--warm S] [--json FILE] [--io-dir DIR] [--io-size BYTES]
+//               [--io-cases rand4k,seq1m] [--io-cache hot,cold] [--io-depths D,..] [--contenders a,b,..]
+//
+// --io: file reads instead of kernel runs (io_bench.cpp describes that sweep).
 //
 // --spin-us / --max-poll-us set the xrtio runtime's spin_window and
 // max_poll_interval (runtime_options) for experiments; defaults: the library's.
@@ -38,6 +42,7 @@
 #include "contenders.hpp"
 #include "host_limits.hpp"
 #include "idle_wakeups.hpp"
+#include "io_bench.hpp"
 #include "measurement.hpp"
 #include "options.hpp"
 #include "process_usage.hpp"
@@ -65,6 +70,7 @@ int main(int argc, char** argv) {
   if (!opts) return 2;
   const options& o = *opts;
   set_up_process(o);
+  if (o.io) return io::run_io_bench(o);
   bool xrt = o.wants_xrt() && prepare_xrt(o.xrt_delay_us, o.mkxclbin);
   print_preamble(o, xrt);
   auto limits = measure_host_limits(host_limit_samples);

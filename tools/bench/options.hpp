@@ -2,6 +2,7 @@
 // sweep) and the parser.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,13 @@ struct options {
   std::vector<std::string> contenders;  // in sweep order
   long xrt_delay_us = 0;
   bench_opts bench;  // window, warm-up, runtime_options
+
+  // --io (io_bench.hpp): file reads instead of kernel runs.
+  bool io = false;
+  std::string io_dir;                              // where the test file is made
+  std::uint64_t io_size = 0;                       // its size in bytes
+  std::vector<std::string> io_cases, io_caches;  // rand4k/seq1m, hot/cold
+  std::vector<long> io_depths;                     // queue depths
 
   bool wants(const std::string& contender) const;
   bool wants_xrt() const;  // any XRT contender asked for (and no --no-xrt)
