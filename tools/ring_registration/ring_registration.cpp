@@ -3,7 +3,8 @@
 // depth, with plain descriptors and buffers (IORING_OP_READ), a registered
 // file (IOSQE_FIXED_FILE), and a registered file plus fixed buffers
 // (IORING_OP_READ_FIXED). The ceiling of what xrtio's file engine could gain
-// from file_options::register_with_ring (docs/DESIGN.md, "File I/O").
+// from file_options::register_with_ring (figures: docs/PERFORMANCE.md, "File
+// I/O"; why it is not done: docs/DESIGN.md, "File I/O").
 //
 //   ring-registration FILE QUEUE_DEPTH READS [direct]
 // prints one line per mode: mode, reads per second, CPU µs per read. With
