@@ -14,8 +14,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "reactor_support.hpp"
@@ -410,6 +412,88 @@ TEST_CASE("file io: a read from a pipe holds its write lease until its last piec
     CHECK(!leased(buf));  // released with the completion
     check_path(f.rt, uring);
   }
+}
+
+// In-loop mode: the driver blocks in io.run_one(), which only its io_context
+// can end. A ring completion must end it (the driver watches the eventfd the
+// ring writes) rather than wait for a timed poll: with max_poll_interval at
+// 10 s the driver sleeps with no timer while only a pipe read is in flight,
+// and the write from this thread resumes the handler well within 5 s. Before
+// the watch, the driver polled with a growing backoff (dozens of sleeps in
+// the half second below) and then saw the completion only when a sleep ended.
+// In reactor mode the reactor thread sleeps on that eventfd: the same holds.
+TEST_CASE("file io: a ring completion wakes a blocked driver or reactor promptly, with no polling meanwhile") {
+  for (bool uring : {true, false}) {
+    CAPTURE(uring);
+    fixture f({}, xrtio::runtime_options{.max_poll_interval = 10s, .file_io_uring = uring});
+    pipe_pair p;
+    auto file = xrtio::file::adopt(p.rd, {.chunk_size = 4096, .queue_depth = 1});
+    p.rd = -1;  // the file owns it
+    auto buf = f.ctx.alloc(4096);
+    asio::io_context io;
+    auto guard = asio::make_work_guard(io);
+    outcome o;
+    std::atomic<bool> done{false};
+    xrtio::async_read_file(file, 0, buf, asio::bind_executor(io, [&](std::error_code ec, std::size_t n) {
+                             o.ec = ec;
+                             o.bytes = n;
+                             o.done = true;
+                             done = true;
+                           }));
+    std::thread handlers([&] { io.run(); });
+    // The loop has taken the transfer (its lease is held) and gone to sleep.
+    REQUIRE(rtest::eventually([&] { return leased(buf) && f.rt.stats().sleeps >= 1; }, 20000ms));
+    std::this_thread::sleep_for(50ms);  // past the spin: the sleep has begun
+    auto before = f.rt.stats().sleeps;
+    std::this_thread::sleep_for(500ms);
+    // Woken by nothing: at most a stale wake-up ends one sleep early.
+    CHECK(f.rt.stats().sleeps - before <= 2);
+    CHECK(!done.load());
+    auto data = random_bytes(4096, 21);
+    p.put(data.data(), data.size());
+    CHECK(rtest::eventually([&] { return done.load(); }, 5000ms));
+    guard.reset();
+    handlers.join();  // the handler has run (late, had the check above failed)
+    CHECK(!o.ec);
+    CHECK(o.bytes == data.size());
+    CHECK(std::memcmp(buf.map().data(), data.data(), data.size()) == 0);
+    check_path(f.rt, uring);
+  }
+}
+
+// The driver's wait on the ring's eventfd is work for its io_context; a wait
+// left pending once no piece is in flight would keep xrtio::run from ever
+// returning when io runs out of work. (It is cancelled then; a wait armed
+// before the last completion fires with it, so most runs pass even without
+// the cancel: only one armed after the last edge was consumed needs it.)
+TEST_CASE("file io: xrtio::run returns when io runs out of work after transfers on the ring") {
+  temp_dir dir;
+  auto data = random_bytes(64 * 1024, 31);
+  write_file(dir.path / "f", data);
+  xrtio::runtime rt(xrtio::runtime_options{.reactor_thread = false});
+  auto ctx = sim::open({});
+  ctx.bind(rt);
+  auto file = xrtio::file::open(dir.path / "f", xrtio::file_mode::read, {.chunk_size = 4096, .queue_depth = 4});
+  auto buf = ctx.alloc(data.size());
+  asio::io_context io;
+  int reads = 0;
+  std::function<void(std::error_code, std::size_t)> again = [&](std::error_code ec, std::size_t n) {
+    CHECK(!ec);
+    CHECK(n == data.size());
+    if (++reads < 3) xrtio::async_read_file(file, 0, buf, asio::bind_executor(io, again));
+  };
+  xrtio::async_read_file(file, 0, buf, asio::bind_executor(io, again));
+  std::atomic<bool> returned{false};
+  std::thread driver([&] {
+    xrtio::run(io, rt);
+    returned = true;
+  });
+  CHECK(rtest::eventually([&] { return returned.load(); }, 20000ms));
+  if (!returned.load()) io.stop();  // do not hang the suite on the defect
+  driver.join();
+  CHECK(reads == 3);
+  CHECK(std::memcmp(buf.map().data(), data.data(), data.size()) == 0);
+  if (rt.stats().file_path != xrtio::file_io_path::io_uring) MESSAGE("io_uring refused here: the thread pool ran");
 }
 
 TEST_CASE("file io: cancelling a blocked pipe read: operation_aborted, nothing consumed, lease held until then") {

@@ -46,6 +46,9 @@ class file_engine {
   /// Completed pieces, linked through next.
   virtual file_piece* reap() noexcept = 0;
   virtual bool uses_io_uring() const noexcept = 0;
+  /// Completions are waiting to be reaped (io_uring: the completion queue,
+  /// read without a system call; the pool reports through file_ready_).
+  virtual bool ready() const noexcept { return false; }
 
   /// An io_uring engine whose completions also write `notify_fd` (the
   /// reactor's wake eventfd), or null where io_uring or that registration

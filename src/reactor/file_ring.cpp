@@ -68,6 +68,7 @@ class file_ring final : public file_engine {
   }
 
   bool uses_io_uring() const noexcept override { return true; }
+  bool ready() const noexcept override { return io_uring_cq_ready(&ring_) > 0; }
 
  private:
   // A full submission queue is submitted to make room (the reactor keeps

@@ -5,7 +5,11 @@
 
 #include <asio/post.hpp>
 #include <algorithm>
+#include <atomic>
 #include <asio/executor_work_guard.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <memory>
+#include <cstdint>
 #include <optional>
 
 #include "cpu_relax.hpp"
@@ -26,6 +30,70 @@ struct driver_guard {
   ~driver_guard() { rx.attach_driver(nullptr, nullptr); }
 };
 
+// Lets a file ring completion end the driver's block: while ring pieces are
+// in flight, a wait for readability on the eventfd the ring writes stays
+// pending in io, so the io_context's own reactor (epoll, edge-triggered:
+// every write is an edge) runs its handler and io.run_one() returns. The
+// descriptor is registered once per run() call; arming a wait is a queue
+// push in Asio, not a system call. Only the driver thread touches it.
+class file_watch {
+ public:
+  explicit file_watch(asio::io_context& io) : sd_(io) {}
+  ~file_watch() { close(); }
+  // Called before blocking: arms the wait for `fd`, or with -1 (no ring piece
+  // in flight) cancels it so that the io_context can run out of work. Returns
+  // whether ring completions will end the block (false: poll for them).
+  bool update(int fd) noexcept {
+    if (fd < 0) {
+      if (live()) {
+        asio::error_code ec;
+        sd_.cancel(ec);
+        cancelled_ = true;
+      }
+      return true;
+    }
+    if (failed_) return false;
+    try {
+      if (!sd_.is_open()) sd_.assign(fd);
+      if (!live()) {
+        // Each wait has its own generation, so that neither a cancelled one
+        // whose handler has not run yet nor a late handler is taken for the
+        // wait now pending.
+        std::uint64_t gen = ++armed_;
+        cancelled_ = false;
+        sd_.async_wait(asio::posix::descriptor_base::wait_read, [f = fired_, gen](const asio::error_code& ec) {
+          if (ec) return;
+          auto seen = f->load(std::memory_order_relaxed);
+          while (seen < gen && !f->compare_exchange_weak(seen, gen, std::memory_order_release)) {
+          }
+        });
+      }
+      return true;
+    } catch (...) {
+      failed_ = true;  // the io_context cannot watch it: the driver polls
+      return false;
+    }
+  }
+  // Gives the descriptor back (it belongs to the wait primitive), cancelling
+  // a pending wait.
+  void close() noexcept {
+    if (sd_.is_open()) sd_.release();
+  }
+
+ private:
+  // A wait is pending that has neither fired nor been cancelled.
+  bool live() const noexcept {
+    return armed_ != 0 && !cancelled_ && fired_->load(std::memory_order_acquire) < armed_;
+  }
+  asio::posix::stream_descriptor sd_;
+  std::uint64_t armed_ = 0;  // generation of the last wait started
+  bool cancelled_ = false;   // ... and it was cancelled
+  // The newest generation that fired; shared with the handlers (which run on
+  // whichever thread runs io, possibly after run() returned).
+  std::shared_ptr<std::atomic<std::uint64_t>> fired_ = std::make_shared<std::atomic<std::uint64_t>>(0);
+  bool failed_ = false;
+};
+
 // Sleeps in the io_context until a handler ran, a wake-up (a no-op handler
 // posted by reactor::wake) or `until`. Returns the handlers run.
 std::size_t block(asio::io_context& io, reactor& rx, clock::time_point until) {
@@ -43,6 +111,7 @@ std::size_t run(asio::io_context& io, runtime& rt) {
                                      "(make it with runtime_options::reactor_thread = false)");
   rx.attach_driver([](void* p) { asio::post(*static_cast<asio::io_context*>(p), [] {}); }, &io);
   driver_guard guard{rx};
+  file_watch watch(io);  // destroyed before guard: released while attached
   const auto& opts = rx.options();
   std::size_t handlers = 0;
   // While rt has runs in flight the io_context must not run out of work
@@ -67,12 +136,21 @@ std::size_t run(asio::io_context& io, runtime& rt) {
       backoff = first_sleep;
       continue;
     }
+    // Pieces on the ring end a block through the watch; with none in
+    // flight, a pending watch is cancelled here so that io can run out of work.
+    bool files_wake = watch.update(rx.file_watch_fd());
     if (!d.busy) {
       handlers += block(io, rx, clock::time_point::max());
       continue;
     }
     if (now - last_activity < opts.inloop_spin) {
       detail::cpu_relax();
+      continue;
+    }
+    // Runs on the device end unseen (their event fds are not watched): poll
+    // them with the backoff. File transfers and lease waits wake the driver.
+    if (!d.polled && files_wake) {
+      handlers += block(io, rx, d.next_deadline);
       continue;
     }
     handlers += block(io, rx, std::min(d.next_deadline, now + backoff));

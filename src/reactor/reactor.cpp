@@ -284,7 +284,8 @@ void reactor::run() noexcept {
 
 reactor::drive_result reactor::drive(clock::time_point now) noexcept {
   auto r = pass(now);
-  return {r.activity, !device_.empty() || !waiting_.empty() || !files_.empty(), r.found.next_deadline};
+  return {r.activity, !device_.empty() || !waiting_.empty() || !files_.empty(), !device_.empty(),
+          r.found.next_deadline};
 }
 
 bool reactor::block_begin() noexcept {
@@ -297,12 +298,16 @@ bool reactor::block_begin() noexcept {
   wake_pending_.store(false, std::memory_order_relaxed);
   sleeping_.store(true, std::memory_order_seq_cst);
   if (!incoming_.empty() || cancel_pending_.load() || retry_pending_.load() || stopping_.load() ||
-      file_ready_.load()) {
+      file_ready_.load() || (file_engine_ && file_engine_->ready())) {
     sleeping_.store(false, std::memory_order_relaxed);
     return false;
   }
   reactor_counters::bump(counters_.sleeps);
   return true;
+}
+
+int reactor::file_watch_fd() const noexcept {
+  return pieces_live_ > 0 && file_engine_ && file_engine_->uses_io_uring() ? waiter_.wake_fd() : -1;
 }
 
 void reactor::block_end() noexcept {
@@ -394,7 +399,7 @@ void reactor::sleep(clock::time_point until, std::span<backend::native_device* c
   // sleeping_ and notifies, or we see its work here.
   sleeping_.store(true, std::memory_order_seq_cst);
   if (!incoming_.empty() || cancel_pending_.load() || retry_pending_.load() || stopping_.load() ||
-      file_ready_.load()) {
+      file_ready_.load() || (file_engine_ && file_engine_->ready())) {
     sleeping_.store(false, std::memory_order_relaxed);
     return;
   }

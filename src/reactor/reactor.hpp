@@ -55,6 +55,7 @@ class reactor final : public access_listener {
   struct drive_result {
     bool activity = false;  // new runs, finished runs or completions posted
     bool busy = false;      // runs waiting for leases or on the device
+    bool polled = false;    // runs on the device: only polling sees them end
     clock::time_point next_deadline = clock::time_point::max();
   };
   /// One pass at `now`, without resting (the driver rests by running handlers).
@@ -63,6 +64,10 @@ class reactor final : public access_listener {
   /// request arrived meanwhile. While blocked, wake() calls `waker`.
   bool block_begin() noexcept;
   void block_end() noexcept;
+  /// The descriptor the driver watches while it blocks so that a file ring
+  /// completion ends the block (the wake eventfd the ring writes), or -1
+  /// when no ring piece is in flight.
+  int file_watch_fd() const noexcept;
   /// Installs (or, with null, removes) the driver's waker. Fails with
   /// errc::busy when another driver is attached.
   void attach_driver(void (*waker)(void*), void* ctx);
