@@ -47,7 +47,7 @@ class file_engine {
   virtual file_piece* reap() noexcept = 0;
   virtual bool uses_io_uring() const noexcept = 0;
   /// Completions are waiting to be reaped (io_uring: the completion queue,
-  /// read without a system call; the pool reports through file_ready_).
+  /// read without a system call; the pool: its stack of finished pieces).
   virtual bool ready() const noexcept { return false; }
 
   /// An io_uring engine whose completions also write `notify_fd` (the

@@ -73,6 +73,13 @@ class file_pool final : public file_engine {
   }
 
   file_piece* reap() noexcept override { return done_.take_all_fifo(); }
+  // Completions not yet reaped. The loop checks this after publishing that
+  // it sleeps, and a worker pushes (seq_cst) before it reads that flag in
+  // wake(): one of the two sees the other. file_ready_ alone is not enough:
+  // the loop's relaxed store of false before a reap can land after a
+  // worker's true (a store-load reordering), which under qemu-user left a
+  // completion unseen by a driver blocked with no timer.
+  bool ready() const noexcept override { return !done_.empty(); }
 
   bool uses_io_uring() const noexcept override { return false; }
 
