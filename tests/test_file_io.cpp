@@ -934,6 +934,26 @@ TEST_CASE("file io: a small read the page cache holds is done on the caller's th
   std::vector<std::byte> zeros(4096);
   buf.write(std::span<const std::byte>(zeros));
 
+  SUBCASE("on a strand of a thread_pool inside any_io_executor: there, exactly once") {
+    asio::thread_pool pool(2);
+    asio::any_io_executor ex = asio::make_strand(pool);
+    constexpr int n = 40;
+    std::atomic<int> calls{0}, wrong{0};
+    auto s0 = f.rt.stats();
+    for (int i = 0; i < n; ++i)
+      xrtio::async_read_file(file, std::uint64_t(i) * 1024, xrtio::out(buf.sub(1024, std::size_t(i) * 1024)),
+                             asio::bind_executor(ex, [&](std::error_code ec, std::size_t bytes) {
+                               if (ec || bytes != 1024 || !ex.target<asio::strand<asio::thread_pool::executor_type>>()
+                                                              ->running_in_this_thread())
+                                 ++wrong;
+                               ++calls;
+                             }));
+    pool.join();
+    CHECK(calls == n);
+    CHECK(wrong == 0);
+    if (nowait_works) CHECK(f.rt.stats().file_inline_reads - s0.file_inline_reads == n);
+    CHECK(std::memcmp(buf.map().data(), content.data(), n * 1024) == 0);
+  }
   SUBCASE("past the limit, or with the limit 0, the loop reads") {
     auto big = f.ctx.alloc(128 << 10);
     auto none = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .inline_read_limit = 0});
