@@ -15,7 +15,7 @@ void completion_registry::add(run_op_base* op) noexcept {
 
 bool completion_registry::try_add(run_op_base* op) noexcept {
   std::lock_guard lock(mutex);
-  if (shut_down) return false;
+  if (shut_down.load(std::memory_order_relaxed)) return false;  // set under this lock
   op->reg_prev = nullptr;
   op->reg_next = head;
   if (head) head->reg_prev = op;
@@ -55,7 +55,7 @@ void completion_service::shutdown() {
   run_op_base* orphans = nullptr;
   {
     std::unique_lock lock(registry_->mutex);
-    registry_->shut_down = true;
+    registry_->shut_down.store(true, std::memory_order_seq_cst);
     for (auto* op = registry_->head; op;) {
       auto* n = op->reg_next;
       int expected = run_op_base::pending;
@@ -70,7 +70,7 @@ void completion_service::shutdown() {
     }
     registry_->head = nullptr;
     // A post to this context that is under way must land before it goes.
-    registry_->idle.wait(lock, [&] { return registry_->posting == 0; });
+    registry_->idle.wait(lock, [&] { return registry_->posting.load(std::memory_order_seq_cst) == 0; });
   }
   // Outside the lock: destroying a handler may destroy a coroutine frame.
   while (orphans) {

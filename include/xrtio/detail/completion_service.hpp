@@ -19,11 +19,26 @@ class run_op_base;
 /// handlers without invoking them, while the reactor keeps their leases and
 /// native runs until the device lets go (invariant 2).
 struct completion_registry {
-  std::mutex mutex;
+  std::mutex mutex;  // the list; the shutdown's wait for `posting`
   std::condition_variable idle;
   run_op_base* head = nullptr;
-  unsigned posting = 0;
-  bool shut_down = false;
+  // Reactor-side uses of pending ops' executors under way (a batch's post,
+  // an executor comparison). Counted without the lock: the shutdown marks
+  // the ops orphaned, then waits until this is 0 before destroying a
+  // handler. A user enters (seq_cst) before it reads an op's `life`, and
+  // the shutdown reads this after it changed them, so one sees the other.
+  std::atomic<unsigned> posting{0};
+  std::atomic<bool> shut_down{false};
+
+  void enter() noexcept { posting.fetch_add(1, std::memory_order_seq_cst); }
+  void leave() noexcept {
+    // The shutdown sets shut_down before it reads posting: whichever of the
+    // two comes second sees the other, so a waiting shutdown is woken.
+    if (posting.fetch_sub(1, std::memory_order_seq_cst) == 1 && shut_down.load(std::memory_order_seq_cst)) {
+      std::lock_guard lock(mutex);
+      idle.notify_all();
+    }
+  }
 
   void add(run_op_base* op) noexcept;
   /// add(), unless the context has shut down (a stale cached registry).

@@ -159,9 +159,13 @@ class run_op final : public Base {
       return *static_cast<const run_op*>(a)->work_ == *static_cast<const run_op*>(b)->work_;
     };
     if (!a->registry) return compare();
-    std::lock_guard lock(a->registry->mutex);
-    if (a->life.load() != run_op_base::pending || b->life.load() != run_op_base::pending) return false;
-    return compare();
+    // While entered, the context's shutdown destroys no handler (nor the
+    // executor in it) of an op still pending here.
+    a->registry->enter();
+    bool same =
+        a->life.load() == run_op_base::pending && b->life.load() == run_op_base::pending && compare();
+    a->registry->leave();
+    return same;
   }
 
   // Invoked on the handler's executor: free the op first (Asio's rule,
@@ -227,7 +231,7 @@ class run_op final : public Base {
     run_op* live = nullptr;
     run_op** tail = &live;
     if (reg) {
-      std::unique_lock lock(reg->mutex);
+      reg->enter();
       for (auto* o = head; o;) {
         auto* n = static_cast<run_op*>(o->batch_next);
         int expected = run_op_base::pending;
@@ -243,30 +247,20 @@ class run_op final : public Base {
         o = n;
       }
       *tail = nullptr;
-      if (!live) return;
-      ++reg->posting;
+      if (!live) return reg->leave();
     } else {
       live = head;
     }
     send(live);
-    if (reg) {
-      std::lock_guard lock(reg->mutex);
-      if (--reg->posting == 0) reg->idle.notify_all();
-    }
+    if (reg) reg->leave();
   }
 
   // Ops already `posted` whose batch was cut short by a throwing handler.
   static void repost(run_op* live) noexcept {
     auto reg = live->registry;
-    if (reg) {
-      std::lock_guard lock(reg->mutex);
-      ++reg->posting;
-    }
+    if (reg) reg->enter();
     send(live);
-    if (reg) {
-      std::lock_guard lock(reg->mutex);
-      if (--reg->posting == 0) reg->idle.notify_all();
-    }
+    if (reg) reg->leave();
   }
 
   static void send(run_op* live) noexcept {
