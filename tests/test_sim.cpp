@@ -366,6 +366,30 @@ TEST_CASE("sim: fault::refuse_abort makes a timed-out wait fail with abort_faile
   }));
 }
 
+TEST_CASE("sim: fault::refuse_abort refuses the abort of a run still queued for a compute unit") {
+  // One unit, held by a hanging run: the refusing run stays QUEUED. Its
+  // abort is refused all the same, so that a short deadline fails the same
+  // way whether or not a unit picked the run up first.
+  auto before = xrtio::retained_runs();
+  sim::device_config cfg;
+  cfg.compute_units = 1;
+  cfg.faults.push_back({.kernel = "vadd", .run_number = 1, .what = sim::fault::hang});
+  cfg.faults.push_back({.kernel = "vadd", .run_number = 2, .what = sim::fault::refuse_abort, .duration = 50ms});
+  auto ctx = sim::open(cfg);
+  auto first = start_vadd(ctx);
+  CHECK(eventually([&] { return first.state() == run_state::running; }));
+  auto h = start_vadd(ctx);
+  CHECK(h.state() == run_state::queued);
+  error_of([&] { h.wait(5ms); }, errc::abort_failed);
+  CHECK(device_of(ctx).stats().abort_refused == 1);
+  CHECK(xrtio::retained_runs() == before + 1);
+  error_of([&] { first.wait(1ms); }, errc::timed_out);  // frees the unit: the retained run runs, then ends
+  CHECK(eventually([&] {
+    xrtio::reap_retained();
+    return xrtio::retained_runs() == before;
+  }));
+}
+
 TEST_CASE("sim: fault::slow_abort takes abort_delay and then the abort succeeds (timed_out)") {
   auto ctx = sim::open(with_fault({.kernel = "vadd", .what = sim::fault::slow_abort, .abort_delay = 30ms}));
   auto h = start_vadd(ctx);

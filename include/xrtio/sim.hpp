@@ -34,7 +34,7 @@ enum class fault {
   none,
   fail,          ///< the run ends in ERROR after its latency; the kernel does not run
   hang,          ///< the run stays RUNNING until aborted (or for `duration`, then completes)
-  refuse_abort,  ///< hangs like `hang`, and abort() is refused: the run must be retained
+  refuse_abort,  ///< hangs like `hang`, and abort() is refused, queued or running: the run must be retained
   slow_abort,    ///< hangs; abort() takes `abort_delay` and then succeeds
   device_lost,   ///< the device dies: this and every in-flight run end in NORESPONSE; later starts fail
 };
