@@ -55,8 +55,9 @@ struct file_options {
   misaligned_policy on_misaligned = misaligned_policy::bounce;
   /// On the runtime's io_uring: register the descriptor with the ring at the
   /// file's first transfer there (IOSQE_FIXED_FILE), and the memory of the
-  /// buffers its transfers use where that memory allows it (simulated and
-  /// imported buffers: IORING_OP_READ_FIXED / WRITE_FIXED). Released when
+  /// buffers its transfers use where that memory allows it (simulated
+  /// buffers: allocated, or imported user memory; IORING_OP_READ_FIXED /
+  /// WRITE_FIXED). Released when
   /// the file closes or the allocation is freed. Refusals (full tables, the
   /// kernel) leave the plain path, counted in runtime_stats (docs/DESIGN.md,
   /// "Registered files and fixed buffers").
