@@ -1258,3 +1258,47 @@ TEST_CASE("file io: registration refused (no tables): transfers take the plain p
   CHECK(s.file_pieces_fixed_buffer == 0);
   CHECK(s.file_pieces >= 5);
 }
+
+// One file, two runtimes (two rings): each registers it in its own table,
+// the file remembers both, and its destructor empties both. A runtime
+// destroyed first leaves a dead table, which the file's destructor skips.
+TEST_CASE("file io: a file registered on two rings is released from both, and a ring destroyed first is skipped") {
+  pipe_pair p;
+  auto file = xrtio::file::adopt(p.wr, loop_only(false, true));
+  p.wr = -1;
+  auto data = random_bytes(4096, 4);
+  std::vector<std::byte> got(4096);
+  auto write_on = [&](rtest::mode_runtime& rt) {
+    auto ctx = sim::open();
+    auto buf = ctx.alloc(4096);
+    buf.write(std::span<const std::byte>(data));
+    asio::io_context io;
+    outcome o;
+    xrtio::async_write_file(file, 0, xrtio::in(buf), xrtio::io_options{.runtime = &rt}, record(io, o));
+    run_until(io, o);
+    REQUIRE(!o.ec);
+    REQUIRE(::read(p.rd, got.data(), got.size()) == 4096);
+    CHECK(got == data);
+  };
+  bool ring = true;
+  {
+    rtest::mode_runtime gone;  // destroyed before the file
+    write_on(gone);
+    ring = ring_or_skip(gone);
+    if (ring) CHECK(gone.stats().file_registered_files == 1);
+  }
+  rtest::mode_runtime a, b;
+  write_on(a);
+  write_on(b);
+  write_on(a);  // a's slot again: no new registration
+  if (!ring || !ring_or_skip(a) || !ring_or_skip(b)) return;
+  CHECK(a.stats().file_registered_files == 1);
+  CHECK(b.stats().file_registered_files == 1);
+  CHECK(a.stats().file_pieces_fixed_file == 2);
+  CHECK(b.stats().file_pieces_fixed_file == 1);
+  file = {};  // both runtimes alive: the slots in a's and b's tables are emptied first
+  pollfd pfd{p.rd, POLLIN, 0};
+  CHECK(::poll(&pfd, 1, 5000) == 1);
+  char c;
+  if (pfd.revents) CHECK(::read(p.rd, &c, 1) == 0);
+}
