@@ -57,6 +57,28 @@ TEST_CASE("inloop: a coroutine's runs complete on the driving thread with real r
   CHECK(f.rt.stats().completed == 100);
 }
 
+TEST_CASE("inloop: the driver does not start the io_context's own reactor for runs (no epoll_wait per pass)") {
+  // Asio starts an io_context's epoll reactor with its first I/O object;
+  // from then on every io.poll() of the driver runs it, one epoll_wait(0)
+  // system call per pass. Runs (and the thread pool's transfers) need no
+  // descriptor watched: only ring file transfers make the driver watch one.
+  fixture f({}, inloop_options());
+  asio::io_context io;
+  int done = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < 20; ++i) {
+          co_await xrtio::async_run(f.ctx.kernel("noop"), asio::use_awaitable);
+          ++done;
+        }
+      },
+      rtest::rethrow);
+  xrtio::run(io, f.rt);
+  CHECK(done == 20);
+  CHECK_FALSE(asio::has_service<asio::detail::reactor>(io));
+}
+
 TEST_CASE("inloop: 10 000 runs from several coroutines each complete exactly once") {
   fixture f({}, inloop_options());
   asio::io_context io;

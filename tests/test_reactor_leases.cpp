@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <asio.hpp>
+#include <optional>
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -204,6 +205,37 @@ TEST_CASE("reactor: destroying an io_context with a callback run pending destroy
   v.c.read(std::span<std::uint32_t>(c));
   for (std::uint32_t i = 1; i < 16; ++i) CHECK(c[i] == 3 * i);
   CHECK(rtest::eventually([&] { return f.rt.stats().in_flight == 0; }));
+}
+
+TEST_CASE("reactor: an io_context made where a destroyed one was still gets its pending handlers destroyed with it") {
+  // A thread remembers the last context it registered runs with. One
+  // destroyed and another made at the same address (an optional emplaced
+  // twice) must not be taken for the old one: runs registered with the old,
+  // dead registry would be posted to the new context after it is gone.
+  sim::device_config cfg;
+  cfg.latency.fixed = 30ms;
+  fixture f(cfg);
+  auto v = make_vadd(f.ctx);
+  std::optional<asio::io_context> io;
+  io.emplace();
+  auto* first = &*io;
+  bool ran = false;
+  run_vadd(f.ctx, v, {}, asio::bind_executor(*io, [&](std::error_code ec, xrtio::run_result) { ran = !ec; }));
+  io->run();
+  CHECK(ran);
+  io.reset();
+  io.emplace();
+  REQUIRE(&*io == first);  // the same address
+  auto alive = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = alive;
+  int calls = 0;
+  run_vadd(f.ctx, v, {}, asio::bind_executor(*io, [&calls, keep = std::move(alive)](std::error_code,
+                                                                                     xrtio::run_result) { ++calls; }));
+  io.reset();
+  CHECK(watch.expired());  // destroyed with the second io_context
+  CHECK(calls == 0);
+  CHECK(rtest::eventually([&] { return f.rt.stats().in_flight == 0; }));
+  CHECK(calls == 0);
 }
 
 TEST_CASE("reactor: destroying the runtime with runs in flight aborts them, completes every handler, retains "

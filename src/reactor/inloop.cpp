@@ -36,9 +36,15 @@ struct driver_guard {
 // every write is an edge) runs its handler and io.run_one() returns. The
 // descriptor is registered once per run() call; arming a wait is a queue
 // push in Asio, not a system call. Only the driver thread touches it.
+//
+// The descriptor object is made on the first ring piece, not before: making
+// it starts the io_context's epoll reactor, whose task then runs in every
+// io.poll() of the driver, one epoll_wait(0) system call per pass: 16 % of
+// the driver's samples at one run in flight on the XRT no-op device
+// (docs/PERFORMANCE.md, "In-loop mode").
 class file_watch {
  public:
-  explicit file_watch(asio::io_context& io) : sd_(io) {}
+  explicit file_watch(asio::io_context& io) : io_(io) {}
   ~file_watch() { close(); }
   // Called before blocking: arms the wait for `fd`, or with -1 (no ring piece
   // in flight) cancels it so that the io_context can run out of work. Returns
@@ -47,21 +53,22 @@ class file_watch {
     if (fd < 0) {
       if (live()) {
         asio::error_code ec;
-        sd_.cancel(ec);
+        sd_->cancel(ec);
         cancelled_ = true;
       }
       return true;
     }
     if (failed_) return false;
     try {
-      if (!sd_.is_open()) sd_.assign(fd);
+      if (!sd_) sd_.emplace(io_);
+      if (!sd_->is_open()) sd_->assign(fd);
       if (!live()) {
         // Each wait has its own generation, so that neither a cancelled one
         // whose handler has not run yet nor a late handler is taken for the
         // wait now pending.
         std::uint64_t gen = ++armed_;
         cancelled_ = false;
-        sd_.async_wait(asio::posix::descriptor_base::wait_read, [f = fired_, gen](const asio::error_code& ec) {
+        sd_->async_wait(asio::posix::descriptor_base::wait_read, [f = fired_, gen](const asio::error_code& ec) {
           if (ec) return;
           auto seen = f->load(std::memory_order_relaxed);
           while (seen < gen && !f->compare_exchange_weak(seen, gen, std::memory_order_release)) {
@@ -77,7 +84,7 @@ class file_watch {
   // Gives the descriptor back (it belongs to the wait primitive), cancelling
   // a pending wait.
   void close() noexcept {
-    if (sd_.is_open()) sd_.release();
+    if (sd_ && sd_->is_open()) sd_->release();
   }
 
  private:
@@ -85,7 +92,8 @@ class file_watch {
   bool live() const noexcept {
     return armed_ != 0 && !cancelled_ && fired_->load(std::memory_order_acquire) < armed_;
   }
-  asio::posix::stream_descriptor sd_;
+  asio::io_context& io_;
+  std::optional<asio::posix::stream_descriptor> sd_;
   std::uint64_t armed_ = 0;  // generation of the last wait started
   bool cancelled_ = false;   // ... and it was cancelled
   // The newest generation that fired; shared with the handlers (which run on

@@ -13,6 +13,36 @@ void completion_registry::add(run_op_base* op) noexcept {
   head = op;
 }
 
+bool completion_registry::try_add(run_op_base* op) noexcept {
+  std::lock_guard lock(mutex);
+  if (shut_down) return false;
+  op->reg_prev = nullptr;
+  op->reg_next = head;
+  if (head) head->reg_prev = op;
+  head = op;
+  return true;
+}
+
+void register_completion(asio::execution_context& ctx, run_op_base* op) {
+  // A context destroyed and another made at the same address: the cached
+  // registry is the old one, marked shut_down by the old context's
+  // service before it went, so try_add refuses it and the cache is renewed.
+  thread_local struct {
+    asio::execution_context* ctx = nullptr;
+    std::shared_ptr<completion_registry> registry;
+  } last;
+  if (last.ctx == &ctx && last.registry->try_add(op)) {
+    op->registry = last.registry;
+    return;
+  }
+  // May throw (allocating the service), as asio::use_service did here before.
+  const auto& registry = asio::use_service<completion_service>(ctx).registry();
+  last.ctx = &ctx;
+  last.registry = registry;
+  op->registry = registry;
+  registry->add(op);  // even if shut down: as before the cache (the context is being destroyed)
+}
+
 void completion_registry::remove(run_op_base* op) noexcept {
   std::lock_guard lock(mutex);
   if (op->reg_prev) op->reg_prev->reg_next = op->reg_next;

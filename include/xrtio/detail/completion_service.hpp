@@ -26,8 +26,16 @@ struct completion_registry {
   bool shut_down = false;
 
   void add(run_op_base* op) noexcept;
+  /// add(), unless the context has shut down (a stale cached registry).
+  bool try_add(run_op_base* op) noexcept;
   void remove(run_op_base* op) noexcept;
 };
+
+/// Sets op->registry to the registry of `ctx` and adds op to it. The
+/// calling thread remembers the last context it registered with, so that
+/// the common case (a thread launching runs for one io_context) costs no
+/// asio::use_service lookup (the service registry's mutex and list walk).
+void register_completion(asio::execution_context& ctx, run_op_base* op);
 
 class completion_service : public asio::execution_context::service {
  public:

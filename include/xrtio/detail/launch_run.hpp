@@ -34,8 +34,7 @@ asio::execution_context& execution_context_of(const Ex& ex) noexcept {
 template <class Op>
 void launch_run(Op* op, std::error_code early_error) {
   auto& ctx = execution_context_of(op->executor());
-  op->registry = asio::use_service<completion_service>(ctx).registry();
-  op->registry->add(op);
+  register_completion(ctx, op);
   if (early_error) return reactor_reject(*op->rx, op, early_error);
   auto slot = asio::get_associated_cancellation_slot(op->handler());
   if (slot.is_connected()) slot.template emplace<cancel_handler>(cancel_handler{op});
