@@ -265,6 +265,13 @@ TEST_CASE("file io: reads and writes allocate nothing in steady state (io_uring 
                                                              << "): " << allocations);
     CHECK(ok == 2500);
     CHECK(allocations == 0);
+    // On the ring the file and the buffer were registered (register_with_ring
+    // is on by default): the steady state above includes the fixed paths.
+    auto s = rt.stats();
+    if (s.file_path == xrtio::file_io_path::io_uring) {
+      CHECK(s.file_pieces_fixed_file == s.file_pieces);
+      CHECK(s.file_pieces_fixed_buffer == s.file_pieces);
+    }
   }
   ::close(fd);
 }

@@ -53,8 +53,14 @@ struct file_options {
   /// Pieces of one transfer in flight at once (1..64).
   unsigned queue_depth = 8;
   misaligned_policy on_misaligned = misaligned_policy::bounce;
-  /// Register the descriptor with the ring (IORING_REGISTER_FILES). Not yet
-  /// used: every request names the plain descriptor (docs/DESIGN.md).
+  /// On the runtime's io_uring: register the descriptor with the ring at the
+  /// file's first transfer there (IOSQE_FIXED_FILE), and the memory of the
+  /// buffers its transfers use where that memory allows it (simulated
+  /// buffers: allocated, or imported user memory; IORING_OP_READ_FIXED /
+  /// WRITE_FIXED). Released when
+  /// the file closes or the allocation is freed. Refusals (full tables, the
+  /// kernel) leave the plain path, counted in runtime_stats (docs/DESIGN.md,
+  /// "Registered files and fixed buffers").
   bool register_with_ring = true;
   /// Buffered reads of at most this many bytes are first tried on the
   /// calling thread with preadv2(RWF_NOWAIT), which only copies what the

@@ -133,6 +133,12 @@ struct runtime_stats {
   std::uint64_t file_pieces = 0;         ///< requests handed to the ring or the pool
   std::uint64_t file_cancels = 0;        ///< pieces the reactor asked to cancel
   std::uint64_t file_inline_reads = 0;   ///< reads done whole on the caller's thread (file_options::inline_read_limit)
+  // Registration with the ring (file_options::register_with_ring; io_uring only).
+  std::uint64_t file_registered_files = 0;    ///< files registered with the ring (once per file)
+  std::uint64_t file_registered_buffers = 0;  ///< buffers' memory registered as fixed buffers (once per allocation)
+  std::uint64_t file_registrations_refused = 0;  ///< files or memory not registered: table full, refused, > 1 GiB
+  std::uint64_t file_pieces_fixed_file = 0;      ///< pieces that named a registered file (IOSQE_FIXED_FILE)
+  std::uint64_t file_pieces_fixed_buffer = 0;    ///< pieces into or from a fixed buffer (READ_FIXED, WRITE_FIXED)
 };
 
 /// Owns one reactor thread (or, with runtime_options::reactor_thread false,

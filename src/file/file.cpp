@@ -19,6 +19,10 @@ namespace xrtio {
 namespace detail {
 
 file_state::~file_state() {
+  // First: a registered slot holds its own reference to the open file
+  // description (a pipe's reader would see no EOF, a deleted file's space
+  // would stay used).
+  rings.release();
   if (buffered_fd >= 0) ::close(buffered_fd);
   if (fd >= 0) ::close(fd);
 }
@@ -86,6 +90,9 @@ std::error_code prepare_file_io(file_op_base& op, std::shared_ptr<file_state> fs
   op.length = length;
   op.memory = mem;
   op.native = access::state(b.buffer)->native.get();
+  buffer_state* root = access::state(b.buffer).get();
+  while (root->parent) root = root->parent.get();
+  op.memory_owner = root;
   std::size_t chunk = fs->options.chunk_size;
   // io_uring and pread take at most 2 GiB - 1 per request.
   chunk = std::min<std::size_t>(chunk, std::size_t(1) << 30);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <string>
 
+#include "reactor/ring_registrations.hpp"
 #include "xrtio/file.hpp"
 
 namespace xrtio::detail {
@@ -21,6 +22,10 @@ struct file_state {
   // it): inline reads are not tried again.
   std::atomic<bool> nowait_refused{false};
   file_options options;
+  // Its slots in the file tables of the rings that performed its transfers
+  // (file_options::register_with_ring): emptied by ~file_state before fd is
+  // closed, so that no ring keeps the file open after it.
+  ring_registrations rings;
 
   file_state() = default;
   file_state(const file_state&) = delete;

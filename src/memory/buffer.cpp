@@ -7,12 +7,17 @@
 
 #include "xrtio/context.hpp"
 #include "memory/native_call.hpp"
+#include "reactor/ring_registrations.hpp"
 #include "xrtio/error.hpp"
 
 namespace xrtio {
 
 namespace detail {
-buffer_state::~buffer_state() = default;
+buffer_state::~buffer_state() {
+  // Before `native` frees the memory: a ring must not keep the old pages
+  // pinned, nor read into them for other memory later at the same address.
+  delete rings.load(std::memory_order_acquire);
+}
 }
 
 namespace {

@@ -10,6 +10,8 @@
 #include <functional>
 #include <memory>
 
+#include "ring_registrations.hpp"
+
 namespace xrtio::detail {
 
 class file_op_base;
@@ -22,6 +24,8 @@ struct file_piece {
   std::size_t length = 0;
   std::size_t rel = 0;  // offset of memory within the transfer
   int fd = -1;
+  int file_slot = -1;  // io_uring: fd's slot in the ring's file table (IOSQE_FIXED_FILE), -1: none
+  int buf_index = -1;  // io_uring: the fixed buffer memory lies in (READ_FIXED / WRITE_FIXED), -1: none
   bool stream = false;
   bool write = false;
   int result = 0;  // bytes, or -errno
@@ -49,6 +53,21 @@ class file_engine {
   /// Completions are waiting to be reaped (io_uring: the completion queue,
   /// read without a system call; the pool: its stack of finished pieces).
   virtual bool ready() const noexcept { return false; }
+  /// io_uring: the slot of `fd` (the file `owner` stands for) in the ring's
+  /// file table, registered on the first call for this owner; -1 where it
+  /// is not registered (the pool, no table, table full, refused).
+  virtual int register_file(ring_registrations& owner, int fd, ring_registrations::event& ev) noexcept {
+    ev = ring_registrations::event::none;
+    (void)owner, (void)fd;
+    return -1;
+  }
+  /// The same for memory [base, base + length) as a fixed buffer.
+  virtual int register_buffer(ring_registrations& owner, void* base, std::size_t length,
+                              ring_registrations::event& ev) noexcept {
+    ev = ring_registrations::event::none;
+    (void)owner, (void)base, (void)length;
+    return -1;
+  }
 
   /// An io_uring engine whose completions also write `notify_fd` (the
   /// reactor's wake eventfd), or null where io_uring or that registration

@@ -1,9 +1,12 @@
 // The io_uring file engine: a ring per runtime, apart from the wait
 // primitive's (whose submissions and waits are the reactor's sleep), with
 // the reactor's wake eventfd registered so that a completion ends its sleep.
+// Files and buffers that allow it are registered with it (sparse tables,
+// ring_table.hpp; docs/DESIGN.md, "Registered files and fixed buffers").
 #include <liburing.h>
 
 #include "file_engine.hpp"
+#include "ring_table.hpp"
 
 namespace xrtio::detail {
 
@@ -15,6 +18,7 @@ constexpr std::uint64_t cancel_tag = 0;
 class file_ring final : public file_engine {
  public:
   static constexpr unsigned entries = 256;
+  static constexpr std::size_t max_fixed_buffer = std::size_t(1) << 30;
 
   file_ring() = default;
   bool init(int notify_fd) noexcept {
@@ -22,10 +26,41 @@ class file_ring final : public file_engine {
     ok_ = true;
     // Without the eventfd a sleeping reactor would never hear of a
     // completion (it sleeps with no timer): then the thread pool serves.
-    return io_uring_register_eventfd(&ring_, notify_fd) == 0;
+    if (io_uring_register_eventfd(&ring_, notify_fd) != 0) return false;
+    // Empty tables now, filled at first use. Refused (kernels before 5.19):
+    // tables that are off, nothing registered, every request names the
+    // plain descriptor and address.
+    int forced = ring_table_slots_override.load(std::memory_order_relaxed);
+    files_ = ring_table::make(&ring_, ring_table::kind::files, forced >= 0 ? unsigned(forced) : ring_file_slots);
+    buffers_ = ring_table::make(&ring_, ring_table::kind::buffers, forced >= 0 ? unsigned(forced) : ring_buffer_slots);
+    return true;
   }
   ~file_ring() override {
+    // Before the exit: an owner's destructor on another thread must not
+    // call io_uring_register on a ring that is gone.
+    if (files_) files_->kill();
+    if (buffers_) buffers_->kill();
     if (ok_) io_uring_queue_exit(&ring_);
+  }
+
+  int register_file(ring_registrations& owner, int fd, ring_registrations::event& ev) noexcept override {
+    if (!files_) {
+      ev = ring_registrations::event::refused;
+      return -1;
+    }
+    return owner.slot_in(files_, [&](std::uint64_t id) { return files_->add_file(fd, id); }, ev);
+  }
+  int register_buffer(ring_registrations& owner, void* base, std::size_t length,
+                      ring_registrations::event& ev) noexcept override {
+    if (!buffers_) {
+      ev = ring_registrations::event::refused;
+      return -1;
+    }
+    // io_uring takes at most 1 GiB per fixed buffer: larger memory is
+    // remembered as refused, like a full table, without asking.
+    return owner.slot_in(
+        buffers_, [&](std::uint64_t id) { return length > max_fixed_buffer ? -1 : buffers_->add_buffer(base, length, id); },
+        ev);
   }
 
   unsigned capacity() const noexcept override { return entries; }
@@ -34,8 +69,15 @@ class file_ring final : public file_engine {
     io_uring_sqe* sqe = sqe_();
     // Streams have no offsets: -1 reads or writes at the current position.
     std::uint64_t off = p->stream ? std::uint64_t(-1) : p->offset;
-    if (p->write) io_uring_prep_write(sqe, p->fd, p->memory, unsigned(p->length), off);
-    else io_uring_prep_read(sqe, p->fd, p->memory, unsigned(p->length), off);
+    int fd = p->file_slot >= 0 ? p->file_slot : p->fd;
+    if (p->buf_index >= 0) {
+      if (p->write) io_uring_prep_write_fixed(sqe, fd, p->memory, unsigned(p->length), off, p->buf_index);
+      else io_uring_prep_read_fixed(sqe, fd, p->memory, unsigned(p->length), off, p->buf_index);
+    } else {
+      if (p->write) io_uring_prep_write(sqe, fd, p->memory, unsigned(p->length), off);
+      else io_uring_prep_read(sqe, fd, p->memory, unsigned(p->length), off);
+    }
+    if (p->file_slot >= 0) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data(sqe, p);
   }
 
@@ -84,6 +126,9 @@ class file_ring final : public file_engine {
 
   io_uring ring_{};
   bool ok_ = false;
+  std::shared_ptr<ring_table> files_;    // null: no registered files on this ring
+  std::shared_ptr<ring_table> buffers_;  // null: no fixed buffers
+
 };
 
 }  // namespace

@@ -148,6 +148,7 @@ class reactor final : public access_listener {
   bool file_try_inline(run_op_base* op) noexcept;
   void file_intake(run_op_base* op) noexcept;
   bool file_engine_ready() noexcept;
+  void file_register(file_op_base* f) noexcept;
   void file_pump(file_op_base* f) noexcept;
   void file_stop(file_op_base* f, run_op_base::abort_reason why) noexcept;
   void file_piece_done(file_piece* p) noexcept;

@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <new>
 
 #include "file/file_state.hpp"
 #include "reactor.hpp"
@@ -143,7 +144,52 @@ void reactor::file_intake(run_op_base* op) noexcept {
   files_.push_back(op);
   file_dirty_ = true;
   if (f->deadline < file_deadline_) file_deadline_ = f->deadline;
+  if (f->file->options.register_with_ring && file_engine_->uses_io_uring()) file_register(f);
   file_pump(f);
+}
+
+namespace {
+// The memory's registrations, made by the first ring that wants them (two
+// runtimes' loops may race: one allocation wins).
+ring_registrations* rings_of(buffer_state& b) noexcept {
+  ring_registrations* r = b.rings.load(std::memory_order_acquire);
+  if (r) return r;
+  auto* made = new (std::nothrow) ring_registrations;
+  if (!made) return nullptr;
+  if (b.rings.compare_exchange_strong(r, made, std::memory_order_acq_rel)) return made;
+  delete made;
+  return r;
+}
+}  // namespace
+
+// The transfer's file slot and fixed buffer on the ring, registering either
+// on its first transfer on this ring (the table's lock and one system call
+// each, once); afterwards a compare per transfer. The buffer's memory is
+// registered whole (its root allocation), lazily: most buffers never see a
+// file, pinning is charged to RLIMIT_MEMLOCK, and only the loop knows its ring.
+void reactor::file_register(file_op_base* f) noexcept {
+  using ev_t = ring_registrations::event;
+  auto count = [this](ev_t ev, reactor_counters::counter& registered) {
+    if (ev == ev_t::registered) rc::bump(registered);
+    else if (ev == ev_t::refused) rc::bump(counters_.registrations_refused);
+  };
+  ev_t ev;
+  auto& fs = *f->file;
+  f->ring_file = file_engine_->register_file(fs.rings, fs.fd, ev);
+  count(ev, counters_.files_registered);
+  buffer_state* owner = f->memory_owner;
+  if (!owner || !owner->native || !owner->native->pinnable_host_memory()) return;
+  ring_registrations* regs = rings_of(*owner);
+  if (!regs) return;
+  std::size_t size = owner->native->size();
+  std::byte* base = nullptr;
+  try {
+    base = owner->native->map();
+  } catch (...) {
+  }
+  if (!base || size == 0) return;
+  f->ring_buffer = file_engine_->register_buffer(*regs, base, size, ev);
+  count(ev, counters_.buffers_registered);
 }
 
 // Issues pieces while the transfer has some left and room to have them in flight.
@@ -160,12 +206,14 @@ void reactor::file_pump(file_op_base* f) noexcept {
     std::uint64_t pos = f->offset + rel;
     std::size_t len = std::min(f->chunk, f->length - rel);
     int fd = fs.fd;
+    int slot = f->ring_file;
     if (fs.direct) {
       // Pieces end on aligned file offsets, so that after a misaligned head
       // the rest can go direct.
       len = std::min<std::size_t>(len, f->chunk - std::size_t(pos % file::direct_alignment));
       if (!(aligned(pos) && aligned(len) && aligned(reinterpret_cast<std::uintptr_t>(f->memory + rel)))) {
-        fd = fs.buffered_fd;  // bounce through the page cache
+        fd = fs.buffered_fd;  // bounce through the page cache (a plain descriptor, never registered)
+        slot = -1;
         if (fd < 0) {
           f->io_error = errc::misaligned;
           f->stopping = true;
@@ -187,6 +235,10 @@ void reactor::file_pump(file_op_base* f) noexcept {
     p->length = len;
     p->rel = rel;
     p->fd = fd;
+    p->file_slot = slot;
+    p->buf_index = f->ring_buffer;
+    if (slot >= 0) rc::bump(counters_.pieces_fixed_file);
+    if (f->ring_buffer >= 0) rc::bump(counters_.pieces_fixed_buffer);
     p->stream = fs.stream;
     p->write = f->dir == file_op_base::direction::write;
     p->result = 0;
@@ -260,6 +312,8 @@ void reactor::file_piece_done(file_piece* p) noexcept {
       ++f->pieces;
       ++pieces_live_;
       rc::bump(counters_.file_pieces);
+      if (p->file_slot >= 0) rc::bump(counters_.pieces_fixed_file);
+      if (p->buf_index >= 0) rc::bump(counters_.pieces_fixed_buffer);
       file_engine_->submit(p);
       return;
     }

@@ -20,7 +20,8 @@ std::optional<io_result> run_io_contender(const std::string& name, const io_spec
     if (name == "pread-pool") return run_pread_pool(s);
     if (name == "raw-uring") return run_raw_uring(s);
     if (name == "asio-file") return run_asio_file(s);
-    if (is_xrtio(name)) return run_xrtio_file(s, name == "xrtio-inloop");
+    if (is_xrtio(name))
+      return run_xrtio_file(s, name.starts_with("xrtio-inloop"), !name.ends_with("-noreg"));
     why = "unknown contender";
     return std::nullopt;
   } catch (const unavailable& e) {

@@ -19,7 +19,11 @@ constexpr int pool_threads = 4;  // pread-pool
 // contender: the ratios leave it out.
 const std::vector<std::string>& all_io_contenders();
 inline bool is_host_limit(const std::string& n) { return n == "raw-uring"; }
-inline bool is_xrtio(const std::string& n) { return n == "xrtio" || n == "xrtio-inloop"; }
+// xrtio-noreg, xrtio-inloop-noreg: the same with file_options::register_with_ring
+// off (nothing registered with the ring); not in the default list.
+inline bool is_xrtio(const std::string& n) {
+  return n == "xrtio" || n == "xrtio-inloop" || n == "xrtio-noreg" || n == "xrtio-inloop-noreg";
+}
 
 // Runs one cell of `name`. nullopt with `why` when it cannot run here (not
 // built, no io_uring) or is unknown; a result with errors when it failed.
@@ -29,6 +33,6 @@ io_result run_pread_thread(const io_spec& s);
 io_result run_pread_pool(const io_spec& s);
 io_result run_raw_uring(const io_spec& s);
 io_result run_asio_file(const io_spec& s);  // runs xrtio-bench-asio-file
-io_result run_xrtio_file(const io_spec& s, bool inloop);
+io_result run_xrtio_file(const io_spec& s, bool inloop, bool registered);
 
 }  // namespace bench::io

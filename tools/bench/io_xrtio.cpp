@@ -6,6 +6,7 @@
 // itself: docs/DESIGN.md, "File I/O"). xrtio-inloop: the same with
 // a runtime without a thread, driven by the io thread (xrtio::run): no hop. One buffer per slot,
 // allocated before the window, like the other contenders' aligned buffers.
+// xrtio-noreg, xrtio-inloop-noreg: file_options::register_with_ring off.
 #include <asio.hpp>
 #include <memory>
 #include <thread>
@@ -69,7 +70,7 @@ struct xrtio_cell {
 
 }  // namespace
 
-io_result run_xrtio_file(const io_spec& s, bool inloop) {
+io_result run_xrtio_file(const io_spec& s, bool inloop, bool registered) {
   xrtio::runtime_options ro;
   ro.reactor_thread = !inloop;
   auto rt = named("l:rx", [&] { return std::make_unique<xrtio::runtime>(ro); });
@@ -78,6 +79,7 @@ io_result run_xrtio_file(const io_spec& s, bool inloop) {
   xrtio::file_options fo;
   fo.direct = s.cold;
   fo.runtime = rt.get();
+  fo.register_with_ring = registered;
   auto f = xrtio::file::open(s.path, xrtio::file_mode::read, fo);
   if (s.cold && !f.direct())
     throw std::runtime_error("xrtio::file is buffered, not O_DIRECT: " + std::string(f.direct_fallback_reason()));

@@ -60,7 +60,8 @@ void print_usage() {
                "       xrtio-bench --io [--quick] [--repeat N] [--window S] [--warm S] [--json FILE] [--io-dir DIR]\n"
                "                   [--io-size BYTES[K|M|G]] [--io-cases rand4k,seq1m] [--io-cache hot,cold]\n"
                "                   [--io-depths D,..] [--contenders NAME,..]\n"
-               "io contenders: xrtio pread-thread pread-pool asio-file raw-uring\n"
+               "io contenders: xrtio xrtio-inloop pread-thread pread-pool asio-file raw-uring\n"
+               "               (also xrtio-noreg xrtio-inloop-noreg: register_with_ring off)\n"
                "contenders: xrtio xrtio-inloop blocking-threads pool-offload loop-poll raw-xrt raw-xrt-wait xrtio@xrt\n"
                "            xrtio-prepared@xrt xrtio-inloop@xrt\n");
 }

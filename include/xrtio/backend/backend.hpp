@@ -34,6 +34,10 @@ class native_buffer {
   virtual std::unique_ptr<native_buffer> sub(std::size_t size, std::size_t offset) = 0;
   /// Device address, 0 if unknown.
   virtual std::uint64_t address() const noexcept { return 0; }
+  /// map() is ordinary memory of this process that stays mapped, the same
+  /// pages, as long as this object: a file ring may then pin it as a fixed
+  /// buffer (IORING_OP_READ_FIXED) until the object is destroyed.
+  virtual bool pinnable_host_memory() const noexcept { return false; }
 };
 
 enum class arg_kind { buffer, scalar };

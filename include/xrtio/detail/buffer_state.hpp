@@ -2,6 +2,7 @@
 // parent, the root allocation's access tracker and the native buffer.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 
@@ -12,6 +13,7 @@
 namespace xrtio::detail {
 
 struct context_state;
+class ring_registrations;
 
 /// Everything a buffer handle shares. Member order is destruction order,
 /// reversed: the native buffer goes first, then the view's parent, then the
@@ -26,6 +28,10 @@ struct buffer_state {
   std::size_t offset = 0;  // absolute, within the root allocation
   std::size_t size = 0;
   bool imported = false;
+  // Roots: the memory's fixed-buffer slots in io_uring rings (file
+  // transfers), made by the first ring that registers it. ~buffer_state
+  // empties them before the native buffer, and so the memory, goes.
+  std::atomic<ring_registrations*> rings{nullptr};
 
   ~buffer_state();
 };

@@ -20,6 +20,7 @@ namespace xrtio::detail {
 
 struct file_state;
 struct file_piece;
+struct buffer_state;
 
 /// What the reactor's file engine needs of a transfer. Written at initiation
 /// (caller's thread), then only by the loop (reactor thread or driver).
@@ -41,6 +42,9 @@ class file_op_base : public run_op_base {
   std::size_t length = 0;       // bytes asked for
   std::byte* memory = nullptr;  // host mapping of the buffer range
   backend::native_buffer* native = nullptr;  // the buffer's (slot 0 keeps it alive): device syncs
+  buffer_state* memory_owner = nullptr;      // the root allocation's state (slot 0 keeps it alive)
+  int ring_file = -1;                        // the file's slot in the ring's file table, -1: plain
+  int ring_buffer = -1;                      // the memory's fixed buffer in the ring, -1: plain
   std::size_t chunk = 0;        // piece size (file_options::chunk_size, aligned)
   unsigned depth = 1;           // pieces in flight at most
   std::size_t issued = 0;       // bytes handed to pieces so far

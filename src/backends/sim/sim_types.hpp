@@ -43,6 +43,8 @@ class sim_buffer final : public backend::native_buffer {
   void sync(backend::sync_direction, std::size_t size, std::size_t offset) override;
   std::unique_ptr<backend::native_buffer> sub(std::size_t size, std::size_t offset) override;
   std::uint64_t address() const noexcept override { return reinterpret_cast<std::uintptr_t>(data_); }
+  // Its own allocation or the user's memory (an import), not a dma-buf mapping.
+  bool pinnable_host_memory() const noexcept override { return own_ != ownership::mapped; }
 
  private:
   std::byte* data_;
