@@ -12,6 +12,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <thread>
+#include <vector>
 
 #include "reactor_support.hpp"
 #include "xrtio/xrtio.hpp"
@@ -274,4 +276,59 @@ TEST_CASE("file io: reads and writes allocate nothing in steady state (io_uring 
     }
   }
   ::close(fd);
+}
+
+TEST_CASE("file io: an in-loop driver that blocks on ring completions allocates nothing in steady state") {
+  // The driver arms its watch of the ring's eventfd each time it blocks with
+  // ring pieces in flight, outside any handler, where Asio's recycling
+  // allocator takes a new block from the heap: one allocation per blocked
+  // read before the watch's handler got its memory from a static pool.
+  // inloop_spin 0: the driver blocks at once, so every read arms the watch.
+  xrtio::runtime rt(xrtio::runtime_options{.reactor_thread = false, .inloop_spin = std::chrono::nanoseconds(0)});
+  auto ctx = xrtio::sim::open();
+  ctx.bind(rt);
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  auto file = xrtio::file::adopt(fds[0], {.chunk_size = 4096, .queue_depth = 1});
+  auto buf = ctx.alloc(4096);
+  constexpr int reads = 600, warm = 100;
+  std::atomic<int> started{0};
+  std::thread writer([&] {
+    std::vector<char> data(4096, 'w');
+    for (int i = 0; i < reads; ++i) {
+      while (started.load() <= i) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));  // the driver has blocked by then
+      REQUIRE(::write(fds[1], data.data(), data.size()) == ssize_t(data.size()));
+    }
+  });
+  asio::io_context io;
+  std::uint64_t allocations = ~0ull, sleeps = 0;
+  int ok = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        std::uint64_t before = 0, sleeps0 = 0;
+        for (int i = 0; i < reads; ++i) {
+          if (i == warm) {
+            before = g_news.load();
+            sleeps0 = rt.stats().sleeps;
+          }
+          started.store(i + 1);
+          std::size_t got = co_await xrtio::async_read_file(file, 0, buf, asio::use_awaitable);
+          if (got == buf.size()) ++ok;
+        }
+        allocations = g_news.load() - before;
+        sleeps = rt.stats().sleeps - sleeps0;
+      },
+      rtest::rethrow);
+  xrtio::run(io, rt);
+  writer.join();
+  ::close(fds[1]);
+  auto s = rt.stats();
+  MESSAGE("path " << std::string(s.file_path == xrtio::file_io_path::io_uring ? "io_uring" : "thread pool") << ", "
+                  << sleeps << " blocks of the driver, " << allocations << " heap allocations in "
+                  << reads - warm << " reads");
+  CHECK(ok == reads);
+  CHECK(allocations == 0);
+  if (s.file_path == xrtio::file_io_path::io_uring) CHECK(sleeps >= (reads - warm) / 2);  // the watch was armed
 }

@@ -450,13 +450,13 @@ TEST_CASE("file io: a ring completion wakes a blocked driver or reactor promptly
     auto guard = asio::make_work_guard(io);
     outcome o;
     std::atomic<bool> done{false};
+    auto sleeps0 = f.rt.stats().sleeps;  // before the read: the loop may sleep as soon as it has it
     xrtio::async_read_file(file, 0, buf, asio::bind_executor(io, [&](std::error_code ec, std::size_t n) {
                              o.ec = ec;
                              o.bytes = n;
                              o.done = true;
                              done = true;
                            }));
-    auto sleeps0 = f.rt.stats().sleeps;
     io.restart();
     std::thread handlers([&] { io.run(); });
     // The loop has taken the transfer (its lease is held) and gone to sleep.

@@ -16,6 +16,7 @@
 
 #include "cpu_relax.hpp"
 #include "reactor.hpp"
+#include "util/static_block_pool.hpp"
 
 namespace xrtio {
 
@@ -45,6 +46,23 @@ struct driver_guard {
 // the driver's samples at one run in flight on the XRT no-op device
 // (docs/PERFORMANCE.md, "In-loop mode").
 class file_watch {
+  // The wait's completion: records its generation. Its memory comes from a
+  // static pool: the wait is started outside any handler, where Asio's
+  // recycling allocator takes a new block from the heap each time (one
+  // allocation per ring completion in xrtio-inloop's cold cells).
+  struct fired_handler {
+    std::shared_ptr<std::atomic<std::uint64_t>> fired;
+    std::uint64_t gen;
+    using allocator_type = detail::static_block_allocator<void>;
+    allocator_type get_allocator() const noexcept { return {}; }
+    void operator()(const asio::error_code& ec) const {
+      if (ec) return;
+      auto seen = fired->load(std::memory_order_relaxed);
+      while (seen < gen && !fired->compare_exchange_weak(seen, gen, std::memory_order_release)) {
+      }
+    }
+  };
+
  public:
   explicit file_watch(asio::io_context& io) : io_(io) {}
   ~file_watch() { close(); }
@@ -81,12 +99,7 @@ class file_watch {
         // wait now pending.
         std::uint64_t gen = ++armed_;
         cancelled_ = false;
-        sd_->async_wait(asio::posix::descriptor_base::wait_read, [f = fired_, gen](const asio::error_code& ec) {
-          if (ec) return;
-          auto seen = f->load(std::memory_order_relaxed);
-          while (seen < gen && !f->compare_exchange_weak(seen, gen, std::memory_order_release)) {
-          }
-        });
+        sd_->async_wait(asio::posix::descriptor_base::wait_read, fired_handler{fired_, gen});
       }
       return true;
     } catch (...) {
