@@ -36,7 +36,7 @@ class static_block_pool {
     return ::operator new(n);
   }
 
-  static void deallocate(void* q, std::size_t n) noexcept {
+  static void deallocate(void* q) noexcept {
     auto& p = instance();
     auto* b = static_cast<std::byte*>(q);
     if (b >= p.storage_ && b < p.storage_ + sizeof p.storage_) {
@@ -44,7 +44,7 @@ class static_block_pool {
       p.used_.fetch_and(~(std::uint64_t(1) << i), std::memory_order_release);
       return;
     }
-    ::operator delete(q, n);
+    ::operator delete(q);  // unsized: clang without -fsized-deallocation (the fuzz build) has no sized form
   }
 
   /// Blocks taken now (for tests).
@@ -70,7 +70,7 @@ struct static_block_allocator {
   template <class U>
   static_block_allocator(const static_block_allocator<U>&) noexcept {}
   T* allocate(std::size_t n) { return static_cast<T*>(static_block_pool::allocate(n * sizeof(T))); }
-  void deallocate(T* p, std::size_t n) noexcept { static_block_pool::deallocate(p, n * sizeof(T)); }
+  void deallocate(T* p, std::size_t) noexcept { static_block_pool::deallocate(p); }
   template <class U>
   bool operator==(const static_block_allocator<U>&) const noexcept {
     return true;
