@@ -293,10 +293,13 @@ TEST_CASE("file io: an in-loop driver that blocks on ring completions allocates 
   auto buf = ctx.alloc(4096);
   constexpr int reads = 600, warm = 100;
   std::atomic<int> started{0};
+  std::atomic<bool> stop{false};
   std::thread writer([&] {
     std::vector<char> data(4096, 'w');
     for (int i = 0; i < reads; ++i) {
-      while (started.load() <= i) std::this_thread::yield();
+      while (started.load() <= i)
+        if (stop.load()) return;
+        else std::this_thread::yield();
       std::this_thread::sleep_for(std::chrono::microseconds(100));  // the driver has blocked by then
       REQUIRE(::write(fds[1], data.data(), data.size()) == ssize_t(data.size()));
     }
@@ -304,11 +307,19 @@ TEST_CASE("file io: an in-loop driver that blocks on ring completions allocates 
   asio::io_context io;
   std::uint64_t allocations = ~0ull, sleeps = 0;
   int ok = 0;
+  bool pool = false;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
         std::uint64_t before = 0, sleeps0 = 0;
         for (int i = 0; i < reads; ++i) {
+          if (i == 1 && rt.stats().file_path != xrtio::file_io_path::io_uring) {
+            // No ring (qemu-user, seccomp): no watch to check, and 600
+            // reads through the pool would only repeat test_file_io's.
+            pool = true;
+            stop = true;
+            co_return;
+          }
           if (i == warm) {
             before = g_news.load();
             sleeps0 = rt.stats().sleeps;
@@ -324,6 +335,10 @@ TEST_CASE("file io: an in-loop driver that blocks on ring completions allocates 
   xrtio::run(io, rt);
   writer.join();
   ::close(fds[1]);
+  if (pool) {
+    MESSAGE("XRTIO-SKIP: io_uring refused here: the thread pool ran, there is no ring watch to check");
+    return;
+  }
   auto s = rt.stats();
   MESSAGE("path " << std::string(s.file_path == xrtio::file_io_path::io_uring ? "io_uring" : "thread pool") << ", "
                   << sleeps << " blocks of the driver, " << allocations << " heap allocations in "
