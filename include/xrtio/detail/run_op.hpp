@@ -264,7 +264,16 @@ class run_op final : public Base {
   }
 
   static void send(run_op* live) noexcept {
-    auto ex = *live->work_;
+    // Untracked: the posted function is work of its own, and the op's
+    // tracked work_ keeps the context running until finish() drops it on
+    // the handler's thread. A tracked copy here, dropped on the reactor's
+    // thread after the handler may already have run, could be the context's
+    // last work: Asio's work_finished() decrements, then calls stop(), and a
+    // thread preempted between the two stopped the io_context after its
+    // owner had restarted it for the next operation, whose handler then sat
+    // in a stopped io_context (seen under qemu-user: io.stopped() true with
+    // a transfer's handler queued; docs/DESIGN.md, "Invariant 1").
+    auto ex = asio::prefer(*live->work_, asio::execution::outstanding_work.untracked);
     auto* arena = &live->arena_;
     auto post = [&](const auto& e) {
       // What asio::post does, minus its work_dispatcher hop: never blocking,
