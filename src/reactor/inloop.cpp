@@ -184,9 +184,10 @@ std::size_t run(asio::io_context& io, runtime& rt) {
     }
     // Runs on the device end unseen (their event fds are not watched): poll
     // them with the backoff. Ring pieces wake the driver through the watch.
-    // The thread pool's completions are also polled with the backoff: under
-    // qemu-user a driver blocked with no timer missed one now and then (1 of
-    // 8 runs of a test), a wake-up not yet explained (docs/DESIGN.md, "File I/O").
+    // The thread pool's completions are also polled with the backoff: added
+    // when, under qemu-user, one seemed missed now and then; the cause was
+    // the handler's io_context stopped by a late tracked-work release (fixed
+    // in run_op::send; docs/DESIGN.md, "File I/O").
     if (!d.polled && files_wake && ring_fd >= 0) {
       handlers += block(io, rx, d.next_deadline);
       continue;

@@ -344,9 +344,11 @@ void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace
     // Idle: no timer at all, unless file transfers have deadlines (their
     // completions write the wake eventfd, or the pool wakes the loop). With
     // the thread pool's transfers in flight the sleep is also bounded by
-    // max_poll_interval: under qemu-user a pool completion was now and then
-    // seen only at the next submission, a lost wake-up not yet explained
-    // (docs/DESIGN.md, "File I/O"); the bound makes such a miss cost at most that.
+    // max_poll_interval: added when, under qemu-user, a pool completion was
+    // now and then seen only at the next submission. That turned out to be
+    // the handler's io_context stopped by a late tracked-work release (fixed
+    // in run_op::send; docs/DESIGN.md, "File I/O"); the bound stays until
+    // the fix is shown under qemu over many CI runs.
     auto until = found.next_deadline;
     if (!files_.empty() && file_engine_ && !file_engine_->uses_io_uring())
       until = std::min(until, now + opts_.max_poll_interval);
