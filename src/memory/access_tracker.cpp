@@ -148,8 +148,7 @@ void access_tracker::withdraw(std::span<access_request> reqs, const void* owner)
   }
 }
 
-void access_tracker::release(std::uint64_t id) noexcept {
-  std::lock_guard lock(mutex_);
+void access_tracker::drop(std::uint64_t id) noexcept {
   if (auto* e = find(id)) {
     if (e->mode == access_mode::write) --writers_;
     e->id = 0;
@@ -160,6 +159,17 @@ void access_tracker::release(std::uint64_t id) noexcept {
       free_.push_back(static_cast<std::uint32_t>(e - slots_.data()));  // capacity: at most the slots
     }
   }
+}
+
+void access_tracker::release(std::uint64_t id) noexcept {
+  std::lock_guard lock(mutex_);
+  drop(id);
+  notify_waiters();
+}
+
+void access_tracker::release(std::span<const lease_ref> leases) noexcept {
+  std::lock_guard lock(mutex_);
+  for (auto& l : leases) drop(l.id);
   notify_waiters();
 }
 

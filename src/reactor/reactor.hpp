@@ -16,6 +16,7 @@
 #include "completion_predictor.hpp"
 #include "device_tracker.hpp"
 #include "file_engine.hpp"
+#include "memory/lease_batch.hpp"
 #include "observe/run_observer.hpp"
 #include "reactor_counters.hpp"
 #include "spin_policy.hpp"
@@ -188,6 +189,9 @@ class reactor final : public access_listener {
   op_list waiting_;  // for leases, FIFO
   op_list device_;   // on the device or aborting; newest first
   op_list done_;     // final this pass, in order
+  // The leases of runs in done_, released together before they are posted
+  // (flush_completions): one lock per buffer per pass, not per run.
+  lease_batch leases_;
   device_tracker devices_;
   completion_predictor predictor_{opts_};
   spin_policy spin_{opts_.spin_window};

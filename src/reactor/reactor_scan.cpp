@@ -192,7 +192,7 @@ void reactor::finish(run_op_base* op, run_state s) noexcept {
     op->ec = op->core.native() ? op->core.native()->final_error(s) : state_error(s);
     rc::bump(counters_.failed);
   }
-  op->core.release();  // final: the device let go (invariant 2)
+  op->core.release(leases_);  // final: the device let go (invariant 2); leases at the flush
   op->ph = run_op_base::phase::finished;
   done_.push_back(op);
 }
@@ -200,7 +200,7 @@ void reactor::finish(run_op_base* op, run_state s) noexcept {
 void reactor::fail(run_op_base* op, std::error_code ec) noexcept {
   op->ec = ec;
   op->result = {};
-  op->core.release();
+  op->core.release(leases_);
   op->ph = run_op_base::phase::finished;
   done_.push_back(op);
 }
@@ -231,6 +231,8 @@ void reactor::retain(run_op_base* op) noexcept {
 void reactor::flush_completions(clock::time_point seen) noexcept {
   using tk = trace_event_kind;
   constexpr clock::time_point none{};
+  // Before any post: a handler may take the same ranges at once.
+  leases_.flush();
   run_op_base* done = done_.take_all();
   for (auto* op = done; op; op = op->next) {
     auto& r = op->result;

@@ -3,6 +3,7 @@
 // invariants 2, 5, 6, 8).
 #include "xrtio/detail/run_core.hpp"
 
+#include "memory/lease_batch.hpp"
 #include "run/retained_registry.hpp"
 #include "xrtio/error.hpp"
 #include "xrtio/prepared.hpp"
@@ -105,6 +106,18 @@ void run_core::release() noexcept {
   if (leased_)
     for (auto& q : reqs_) q.tracker->release(q.id);
   leased_ = false;
+  release_run();
+}
+
+void run_core::release(lease_batch& later) noexcept {
+  if (prepared_) return release();
+  if (leased_)
+    for (auto& q : reqs_) later.add(q.tracker, q.id);
+  leased_ = false;
+  release_run();
+}
+
+void run_core::release_run() noexcept {
   if (prepared_) {
     prepared_->in_flight.store(false, std::memory_order_release);
     prepared_.reset();

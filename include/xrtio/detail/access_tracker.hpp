@@ -44,6 +44,12 @@ struct access_waiter {
 
 enum class acquire_status { acquired, conflict, retained, queued };
 
+/// A held lease, named for a deferred release (lease_batch).
+struct lease_ref {
+  access_tracker* tracker = nullptr;
+  std::uint64_t id = 0;
+};
+
 /// The error code of an acquire that did not succeed: errc::range_retained
 /// when the blocking range belongs to a retained run, else range_in_use
 /// (empty for acquired).
@@ -71,6 +77,9 @@ class access_tracker {
   static std::uint64_t next_wait_seq() noexcept;
 
   void release(std::uint64_t id) noexcept;
+  /// Releases every lease of `leases` (all of this tracker) under one lock,
+  /// then tells the waiters once: the reactor's batched release (lease_batch).
+  void release(std::span<const lease_ref> leases) noexcept;
   /// Keeps the lease for good and makes later conflicts report `retained`;
   /// requests queued on the tracker are told to retry (they now fail).
   void mark_retained(std::uint64_t id) noexcept;
@@ -106,6 +115,8 @@ class access_tracker {
   std::uint64_t next_seq_ = 1;
   std::uint64_t add(std::size_t begin, std::size_t end, access_mode mode, holder_kind holder);
   entry* find(std::uint64_t id) noexcept;
+  /// Under mutex_: frees the lease's slot, if it is held.
+  void drop(std::uint64_t id) noexcept;
   /// Under mutex_: tells every queued request's listener to retry.
   void notify_waiters() noexcept;
 

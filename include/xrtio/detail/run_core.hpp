@@ -52,6 +52,7 @@ void to_slot(arg_slot& s, T&& a) {
 }
 
 class abort_ticket;
+class lease_batch;
 struct prepared_state;
 
 /// Throws xrtio::error(errc::invalid_option) for options out of range (a
@@ -87,6 +88,10 @@ class run_core {
   void use_prepared(std::shared_ptr<prepared_state> p) noexcept;
   /// Leases, then the native run. Only once the device let go (invariant 2).
   void release() noexcept;
+  /// The same, but the leases go to `later`, released when it is flushed
+  /// (the reactor's pass; not for prepared runs, whose requests the next
+  /// execution reuses as soon as this one is marked free).
+  void release(lease_batch& later) noexcept;
   /// Keeps run, buffers and leases for good (invariant 5).
   void retain(std::shared_ptr<abort_ticket> ticket) noexcept;
 
@@ -102,6 +107,8 @@ class run_core {
   run_result result(run_state s, std::chrono::steady_clock::time_point observed) const noexcept;
 
  private:
+  void release_run() noexcept;  // the prepared run's mark and the native run
+
   xrtio::kernel kernel_;
   std::span<arg_slot> slots_;
   std::span<access_request> reqs_;
