@@ -1,15 +1,24 @@
 // A kernel's finished native runs, kept for reuse: making a run costs an
 // allocation (and, on XRT, a command buffer), so in steady state a backend
 // hands out pooled runs and allocates nothing per run.
+//
+// Runs are given back by the reactor thread and taken by the submitting
+// threads. The give side is a lock-free push (the reactor never waits for
+// a submitter); takers share a private list under a mutex that only takers
+// use, refilled from the given runs with one exchange when it runs dry. With
+// one mutex for both, the reactor's per-run give contended with the io
+// thread's take at many runs in flight (docs/PERFORMANCE.md, "Batched lease
+// release and the run pool").
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <limits>
 #include <mutex>
-#include <vector>
 
 namespace xrtio::detail {
 
+/// `Run` has a member `Run* pool_next` (the pool's link while idle).
 template <class Run>
 class run_pool {
  public:
@@ -19,37 +28,51 @@ class run_pool {
   run_pool& operator=(const run_pool&) = delete;
   /// Pooled runs are final (their owners checked before giving them back).
   ~run_pool() {
-    for (auto* r : idle_) delete r;
+    destroy(taken_);
+    destroy(given_.exchange(nullptr, std::memory_order_acquire));
   }
 
   /// An idle run, or null when there is none.
   Run* take() noexcept {
-    std::lock_guard lock(mutex_);
-    if (idle_.empty()) return nullptr;
-    Run* r = idle_.back();
-    idle_.pop_back();
+    std::lock_guard lock(take_mutex_);
+    if (!taken_) taken_ = given_.exchange(nullptr, std::memory_order_acquire);
+    Run* r = taken_;
+    if (!r) return nullptr;
+    taken_ = r->pool_next;
+    r->pool_next = nullptr;
+    idle_.fetch_sub(1, std::memory_order_relaxed);
     return r;
   }
 
-  /// Takes `r` back for reuse; deletes it when the pool is full or out of memory.
+  /// Takes `r` back for reuse; deletes it when the pool is full.
   void give(Run* r) noexcept {
-    {
-      std::lock_guard lock(mutex_);
-      if (idle_.size() < capacity_) {
-        try {
-          idle_.push_back(r);
-          return;
-        } catch (...) {
-        }
-      }
+    if (idle_.fetch_add(1, std::memory_order_relaxed) >= capacity_) {
+      idle_.fetch_sub(1, std::memory_order_relaxed);
+      delete r;
+      return;
     }
-    delete r;
+    Run* head = given_.load(std::memory_order_relaxed);
+    do r->pool_next = head;
+    while (!given_.compare_exchange_weak(head, r, std::memory_order_release, std::memory_order_relaxed));
   }
 
+  /// Idle runs now (tests).
+  std::size_t idle() const noexcept { return idle_.load(std::memory_order_relaxed); }
+
  private:
-  std::size_t capacity_;
-  std::mutex mutex_;
-  std::vector<Run*> idle_;
+  static void destroy(Run* r) noexcept {
+    while (r) {
+      Run* next = r->pool_next;
+      delete r;
+      r = next;
+    }
+  }
+
+  const std::size_t capacity_;
+  std::atomic<std::size_t> idle_{0};  // given and not yet taken
+  std::atomic<Run*> given_{nullptr};  // pushed by give(), taken whole by take()
+  std::mutex take_mutex_;
+  Run* taken_ = nullptr;  // under take_mutex_
 };
 
 }  // namespace xrtio::detail

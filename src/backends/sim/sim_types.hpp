@@ -86,6 +86,8 @@ class sim_run final : public backend::native_run, public kernel_call {
   std::uint64_t run_number() const noexcept override { return number_; }
   void fail(std::string_view) override { kernel_failed_ = true; }
 
+  sim_run* pool_next = nullptr;  // run_pool's link while idle
+
   struct arg {
     std::byte* data = nullptr;
     std::size_t size = 0;

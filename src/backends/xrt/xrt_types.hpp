@@ -90,6 +90,8 @@ class xrt_run final : public backend::native_run {
 
   xrt::run& native() noexcept { return run_; }
 
+  xrt_run* pool_next = nullptr;  // run_pool's link while idle
+
  private:
   [[noreturn]] void fail(errc code, unsigned index, const std::string& what) const;
   // Index in range and of `kind`; fails with errc::argument_count / argument_kind.
