@@ -56,7 +56,9 @@ int main(int argc, char** argv) {
   try {
     // The completion-to-resume histogram is opt-in (a clock read per run);
     // a server that exports /metrics wants it.
-    xrtio::runtime rt(xrtio::runtime_options{.trace_capacity = opts->trace_file.empty() ? 0 : opts->trace_capacity,
+    // --inloop: no reactor thread; the io thread drives the runtime (server.cpp).
+    xrtio::runtime rt(xrtio::runtime_options{.reactor_thread = !opts->inloop,
+                                             .trace_capacity = opts->trace_file.empty() ? 0 : opts->trace_capacity,
                                              .latency_histograms = true});
     auto ctx = open_device(*opts);
     ctx.bind(rt);
@@ -64,7 +66,10 @@ int main(int argc, char** argv) {
                                opts->xrt_noop ? std::size_t{4096} : std::size_t{1}};
     server::http_server srv(*opts, ctx, std::move(kernels), rt);
     std::printf("listening on 127.0.0.1:%u (%s, %u io threads, sim latency %ld us%s)\n", srv.port(),
-                opts->baseline ? "baseline: blocking start()+wait() on a thread pool" : "xrtio: co_await async_run",
+                opts->no_run     ? "no run: kernels are not run"
+                : opts->baseline ? "baseline: blocking start()+wait() on a thread pool"
+                : opts->inloop ? "xrtio: co_await async_run, in-loop runtime"
+                               : "xrtio: co_await async_run",
                 opts->threads, opts->sim_latency_us, opts->xrt_noop ? ", XRT no-op device" : "");
     std::fflush(stdout);
     srv.run();

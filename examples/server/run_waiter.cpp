@@ -45,7 +45,7 @@ asio::awaitable<std::error_code> start_run(const kernel_job& job, std::chrono::n
 
 }  // namespace
 
-run_waiter::run_waiter(unsigned pool_threads) {
+run_waiter::run_waiter(unsigned pool_threads, bool no_run) : no_run_(no_run) {
   if (pool_threads > 0) pool_ = std::make_unique<asio::thread_pool>(pool_threads);
 }
 
@@ -57,6 +57,7 @@ void run_waiter::join() {
 
 asio::awaitable<run_outcome> run_waiter::run(const kernel_job& job, std::chrono::nanoseconds timeout,
                                              asio::ip::tcp::socket& client) {
+  if (no_run_) return run_nothing();
   if (pool_) return run_blocking(job, timeout);
   return run_async(job, timeout, client);
 }
@@ -70,6 +71,8 @@ asio::awaitable<run_outcome> run_waiter::run_async(const kernel_job& job, std::c
   if (first.index() == 0) co_return run_outcome{std::get<0>(first), false};
   co_return run_outcome{asio::error::operation_aborted, true};
 }
+
+asio::awaitable<run_outcome> run_waiter::run_nothing() { co_return run_outcome{}; }
 
 asio::awaitable<run_outcome> run_waiter::run_blocking(const kernel_job& job, std::chrono::nanoseconds timeout) {
   co_return co_await asio::co_spawn(

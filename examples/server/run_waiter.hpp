@@ -6,6 +6,9 @@
 //    started and waited for with the blocking start()+wait() on a thread pool,
 //    and the connection's coroutine awaits that pool task. A disconnect cannot
 //    interrupt a blocked wait(): the run goes on until it ends or its deadline.
+//  - no run (--no-run): the kernel is not run at all; the request is answered
+//    with its output buffer as allocated. What is left is the cost and the
+//    latency of the HTTP stack and the buffers, which both servers share.
 #pragma once
 
 #include <asio.hpp>
@@ -23,8 +26,9 @@ struct run_outcome {
 
 class run_waiter {
  public:
-  /// `pool_threads` > 0 makes the baseline waiter (a pool of that many threads).
-  explicit run_waiter(unsigned pool_threads);
+  /// `pool_threads` > 0 makes the baseline waiter (a pool of that many
+  /// threads); `no_run`, one that runs nothing.
+  run_waiter(unsigned pool_threads, bool no_run);
   ~run_waiter();
   run_waiter(const run_waiter&) = delete;
   run_waiter& operator=(const run_waiter&) = delete;
@@ -38,8 +42,10 @@ class run_waiter {
  private:
   asio::awaitable<run_outcome> run_async(const kernel_job& job, std::chrono::nanoseconds timeout,
                                          asio::ip::tcp::socket& client);
+  asio::awaitable<run_outcome> run_nothing();
   asio::awaitable<run_outcome> run_blocking(const kernel_job& job, std::chrono::nanoseconds timeout);
   std::unique_ptr<asio::thread_pool> pool_;
+  bool no_run_ = false;
 };
 
 }  // namespace server
