@@ -13,11 +13,23 @@
 
 #include <asio.hpp>
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <system_error>
 
 #include "kernel_job.hpp"
 
 namespace server {
+
+/// Per connection: watches the client's socket while its run is in flight
+/// (run_waiter::run). Owned by the connection; a wait's handler may run
+/// after the run it watched, so each watch has its own generation.
+struct disconnect_watch {
+  asio::cancellation_signal cancel_run;  ///< bound to the run's cancellation slot
+  std::uint64_t generation = 0;          ///< of the watch in progress (0: none)
+  std::uint64_t issued = 0;              ///< generations handed out
+  bool gone = false;                     ///< this watch saw the client leave
+};
 
 struct run_outcome {
   std::error_code ec;         ///< empty: completed
@@ -33,15 +45,18 @@ class run_waiter {
   run_waiter(const run_waiter&) = delete;
   run_waiter& operator=(const run_waiter&) = delete;
 
-  /// Runs `job` with `timeout`; on the caller's executor (the connection's strand).
-  asio::awaitable<run_outcome> run(const kernel_job& job, std::chrono::nanoseconds timeout, asio::ip::tcp::socket& client);
+  /// Runs `job` with `timeout`; on the caller's executor (the connection's
+  /// strand). `owner` keeps `client` and `watch` alive for a late wait handler.
+  asio::awaitable<run_outcome> run(const kernel_job& job, std::chrono::nanoseconds timeout, asio::ip::tcp::socket& client,
+                                   disconnect_watch& watch, std::shared_ptr<void> owner);
 
   /// Ends the baseline's pool after its tasks (every one bounded by its deadline).
   void join();
 
  private:
   asio::awaitable<run_outcome> run_async(const kernel_job& job, std::chrono::nanoseconds timeout,
-                                         asio::ip::tcp::socket& client);
+                                         asio::ip::tcp::socket& client, disconnect_watch& watch,
+                                         std::shared_ptr<void> owner);
   asio::awaitable<run_outcome> run_nothing();
   asio::awaitable<run_outcome> run_blocking(const kernel_job& job, std::chrono::nanoseconds timeout);
   std::unique_ptr<asio::thread_pool> pool_;
