@@ -182,6 +182,51 @@ TEST_CASE("server --baseline: the same results with blocking start()+wait() on a
   CHECK(s.stop() == 0);
 }
 
+// In-loop mode: no reactor thread; the one io thread runs the runtime's
+// passes between its handlers (xrtio::run). Results, deadlines, a departed
+// client's cancellation and a clean exit all go through that thread.
+TEST_CASE("server --inloop: results, a deadline's 504 and a disconnect's cancellation with the io thread driving the runtime") {
+  server_process s({"--inloop", "--sim-latency-us", "20000"});
+  CHECK(s.output().find("in-loop runtime, 1 io threads") != std::string::npos);
+  check_every_kernel(s.port());
+  CHECK(metric(metrics_of(s.port()), "xrtio_runs_completed_total") == 4);
+  http_client c(s.port());
+  CHECK(c.call("POST", "/v1/vadd", bytes_of(iota_u32(8, 1)), "X-Deadline-Ms: 5\r\n").status == 504);
+  CHECK(metric(metrics_of(s.port()), "xrtio_runs_timed_out_total") == 1);
+  {
+    http_client gone(s.port());
+    gone.send("POST", "/v1/vadd", bytes_of(iota_u32(8, 1)), "X-Deadline-Ms: 60000\r\n");
+    CHECK(wait_for_metric(s.port(), "xrtio_runs_in_flight", 1) == 1);
+    gone.close();
+  }
+  CHECK(wait_for_metric(s.port(), "xrtio_runs_cancelled_total", 1) == 1);
+  auto page = metrics_of(s.port());
+  CHECK(metric(page, "xrtio_runs_in_flight") == 0);
+  CHECK(metric(page, "xrtio_budget_in_use_bytes") == 0);
+  CHECK(s.stop() == 0);
+  CHECK(s.output().find("4 completed, 1 timed out, 1 cancelled") != std::string::npos);
+}
+
+TEST_CASE("server --inloop refuses --baseline and more than one io thread") {
+  CHECK_THROWS_WITH(server_process({"--inloop", "--baseline"}), doctest::Contains("exclude each other"));
+  CHECK_THROWS_WITH(server_process({"--inloop", "--threads", "2"}), doctest::Contains("--threads must be 1"));
+}
+
+// --no-run: the same stack (parser, buffers, responses) with no kernel run,
+// which the load test uses as the floor both servers stand on.
+TEST_CASE("server --no-run: kernel requests are answered with a result of the right size and no run") {
+  server_process s({"--no-run"});
+  http_client c(s.port());
+  auto r = c.call("POST", "/v1/vadd", bytes_of(iota_u32(16, 1)));
+  CHECK(r.status == 200);
+  CHECK(r.body.size() == 32);
+  CHECK(c.call("POST", "/v1/vadd", "abc").status == 400);  // requests are still checked
+  auto page = metrics_of(s.port());
+  CHECK(metric(page, "xrtio_runs_submitted_total") == 0);
+  CHECK(metric(page, "xrtio_server_responses_total{code=\"200\"}") == 1);
+  CHECK(s.stop() == 0);
+}
+
 TEST_CASE("server: curl gets vadd's and checksum's results") {
   if (!have("curl")) skip("curl not found (bash tools/install-deps.sh installs it)");
   server_process s({});

@@ -2,8 +2,11 @@
 # Load test of xrtio-server against its --baseline (docs/SERVER.md): each
 # server on 127.0.0.1, driven by Debian's wrk (tools/load-test/vadd.lua: POST
 # /v1/vadd, 2 x 64 u32) at 1, 64 and 1024 connections, at sim latency 0 and
-# 50 us. The 1024-connection cell runs 1 + LOAD_TEST_RSS_RUNS (4) times: RSS is
-# read after each run. Prints one table and writes it, with the commit and
+# 50 us: xrtio (reactor thread), xrtio --inloop and the baseline; then the
+# floor all of them stand on, --no-run (the same HTTP stack and buffers, no
+# kernel run), at 1 and 64 connections. Each row also gives wrk's own CPU per
+# request (wrk shares the two cores). The 1024-connection cell runs
+# 1 + LOAD_TEST_RSS_RUNS (4) times: RSS is read after each run. Prints one table and writes it, with the commit and
 # a gnuplot plot, into docs/SERVER.md (between the load-test markers) and
 # docs/perf/server-load.{png,dat}.
 #   tools/load-test.sh [build-dir]      LOAD_TEST_SECONDS=5 (per cell)
@@ -66,16 +69,22 @@ stop_server() {
 }
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$srv_pid/stat"; }
+# User + system time of the waited-for children of shell process $1 (drive
+# passes its own: wrk's, once it has exited).
+children_ticks() { awk '{print $16 + $17}' "/proc/$1/stat"; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$srv_pid/status"; }
 
-# One wrk run against the running server: prints "req/s p50 p99 p99.9 cpu_us_per_req errors".
+# One wrk run against the running server: prints
+# "req/s p50 p99 p99.9 cpu_us_per_req errors wrk_cpu_us_per_req".
 drive() {
   local conns=$1 threads=2
   [ "$conns" -lt 2 ] && threads=1
-  local t0 t1
+  local t0 t1 w0 w1 me=$BASHPID
   t0=$(cpu_ticks)
+  w0=$(children_ticks "$me")
   wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 5s -s "$script" "http://127.0.0.1:$port/" > "$work/wrk.out" 2>&1 || true
   t1=$(cpu_ticks)
+  w1=$(children_ticks "$me")
   local line
   line=$(grep '^LOADTEST ' "$work/wrk.out" || true)
   if [ -z "$line" ]; then
@@ -84,51 +93,59 @@ drive() {
   fi
   local hz
   hz=$(getconf CLK_TCK)
-  echo "$line" | awk -v ticks=$((t1 - t0)) -v hz="$hz" '{
+  echo "$line" | awk -v ticks=$((t1 - t0)) -v wticks=$((w1 - w0)) -v hz="$hz" '{
     for (i = 2; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
     n = v["requests"]; err = v["errors_connect"] + v["errors_read"] + v["errors_write"] + v["errors_status"] + v["errors_timeout"]
-    rps = n * 1e6 / v["duration_us"]; cpu = 0
-    if (n > 0) cpu = ticks * 1e6 / hz / n
-    printf "%.0f %d %d %d %.1f %d\n", rps, v["p50_us"], v["p99_us"], v["p999_us"], cpu, err }'
+    rps = n * 1e6 / v["duration_us"]; cpu = 0; wcpu = 0
+    if (n > 0) { cpu = ticks * 1e6 / hz / n; wcpu = wticks * 1e6 / hz / n }
+    printf "%.0f %d %d %d %.1f %d %.1f\n", rps, v["p50_us"], v["p99_us"], v["p999_us"], cpu, err, wcpu }'
 }
 
 commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- examples src include || echo "+dirty")
 table="$work/table.md"
 dat="$work/server-load.dat"
 {
-  echo "| server | sim latency | connections | req/s | p50 us | p99 us | p99.9 us | server CPU us/req | errors | RSS KiB after each 1024-connection run |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| server | sim latency | connections | req/s | p50 us | p99 us | p99.9 us | server CPU us/req | wrk CPU us/req | errors | RSS KiB after each 1024-connection run |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
 } > "$table"
 : > "$dat"
-for lat in 0 50; do
-  for kind in xrtio baseline; do
-    flags=(--sim-latency-us "$lat")
-    [ "$kind" = baseline ] && flags+=(--baseline)
-    start_server "${flags[@]}"
-    echo "# $kind L=$lat" >> "$dat"
-    for conns in 1 64 1024; do
-      read -r rps p50 p99 p999 cpu err < <(drive "$conns")
-      rss="-"
-      if [ "$conns" = 1024 ]; then
-        # The cell again, LOAD_TEST_RSS_RUNS more times (the row shows the
-        # last): the RSS after each run shows whether memory grows from run
-        # to run (a leak) or moves within a range (malloc's arenas).
-        rss=$(rss_kib)
-        for _ in $(seq 1 "$rss_runs"); do
-          read -r rps p50 p99 p999 cpu err2 < <(drive "$conns")
-          err=$((err + err2))
-          rss="$rss / $(rss_kib)"
-        done
-      fi
-      row="| $kind | $lat us | $conns | $rps | $p50 | $p99 | $p999 | $cpu | $err | $rss |"
-      echo "$row" >> "$table"
-      echo "$row"
-      echo "$conns $rps $p50 $p99 $p999" >> "$dat"
-    done
-    printf '\n\n' >> "$dat"
-    stop_server
+# One server, one data set of the plot: $1 its name, $2 the sim latency,
+# $3 the connection counts, then its flags.
+cells() {
+  local kind=$1 lat=$2 counts=$3
+  shift 3
+  start_server --sim-latency-us "$lat" "$@"
+  echo "# $kind L=$lat" >> "$dat"
+  for conns in $counts; do
+    read -r rps p50 p99 p999 cpu err wcpu < <(drive "$conns")
+    rss="-"
+    if [ "$conns" = 1024 ]; then
+      # The cell again, LOAD_TEST_RSS_RUNS more times (the row shows the
+      # last): the RSS after each run shows whether memory grows from run
+      # to run (a leak) or moves within a range (malloc's arenas).
+      rss=$(rss_kib)
+      for _ in $(seq 1 "$rss_runs"); do
+        read -r rps p50 p99 p999 cpu err2 wcpu < <(drive "$conns")
+        err=$((err + err2))
+        rss="$rss / $(rss_kib)"
+      done
+    fi
+    row="| $kind | $lat us | $conns | $rps | $p50 | $p99 | $p999 | $cpu | $wcpu | $err | $rss |"
+    echo "$row" >> "$table"
+    echo "$row"
+    echo "$conns $rps $p50 $p99 $p999" >> "$dat"
   done
+  printf '\n\n' >> "$dat"
+  stop_server
+}
+# Data sets, in the plot's order: per latency xrtio, xrtio --inloop, baseline; then the floor.
+for lat in 0 50; do
+  cells xrtio "$lat" "1 64 1024"
+  cells "xrtio --inloop" "$lat" "1 64 1024" --inloop
+  cells baseline "$lat" "1 64 1024" --baseline
 done
+# No kernel run: the HTTP stack and buffers alone (the latency does not apply).
+cells "no run (floor)" 0 "1 64" --no-run
 
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
 sched="normal scheduling"
@@ -156,14 +173,19 @@ set key top left font ',8'
 set xlabel 'connections'
 set title 'sim, L = 0 us: requests per second'
 set ylabel 'req/s'
-plot 'docs/perf/server-load.dat' index 0 using 1:2 with linespoints title 'xrtio', '' index 1 using 1:2 with linespoints title 'baseline'
+d = 'docs/perf/server-load.dat'
+plot d index 0 using 1:2 with linespoints title 'xrtio', '' index 1 using 1:2 with linespoints title 'xrtio --inloop', \\
+     '' index 2 using 1:2 with linespoints title 'baseline', '' index 6 using 1:2 with linespoints dt 2 title 'no run (floor)'
 set title 'sim, L = 50 us: requests per second'
-plot 'docs/perf/server-load.dat' index 2 using 1:2 with linespoints title 'xrtio', '' index 3 using 1:2 with linespoints title 'baseline'
+plot d index 3 using 1:2 with linespoints title 'xrtio', '' index 4 using 1:2 with linespoints title 'xrtio --inloop', \\
+     '' index 5 using 1:2 with linespoints title 'baseline', '' index 6 using 1:2 with linespoints dt 2 title 'no run (floor)'
 set title 'sim, L = 0 us: latency p99'
 set ylabel 'p99 us'
-plot 'docs/perf/server-load.dat' index 0 using 1:4 with linespoints title 'xrtio', '' index 1 using 1:4 with linespoints title 'baseline'
+plot d index 0 using 1:4 with linespoints title 'xrtio', '' index 1 using 1:4 with linespoints title 'xrtio --inloop', \\
+     '' index 2 using 1:4 with linespoints title 'baseline', '' index 6 using 1:4 with linespoints dt 2 title 'no run (floor)'
 set title 'sim, L = 50 us: latency p99'
-plot 'docs/perf/server-load.dat' index 2 using 1:4 with linespoints title 'xrtio', '' index 3 using 1:4 with linespoints title 'baseline'
+plot d index 3 using 1:4 with linespoints title 'xrtio', '' index 4 using 1:4 with linespoints title 'xrtio --inloop', \\
+     '' index 5 using 1:4 with linespoints title 'baseline', '' index 6 using 1:4 with linespoints dt 2 title 'no run (floor)'
 unset multiplot
 GP
 # Replace what is between the markers in docs/SERVER.md.

@@ -137,7 +137,7 @@ asio::awaitable<connection::answer> connection::run_kernel(std::string_view name
   // The deadline counts from the request's arrival; what is left goes to the run.
   auto left = *deadline - (std::chrono::steady_clock::now() - request_start_);
   if (left <= std::chrono::nanoseconds::zero()) co_return text(504, "deadline passed before the run started\n");
-  auto out = co_await server_.waiter().run(job, left, socket_);
+  auto out = co_await server_.waiter().run(job, left, socket_, watch_, shared_from_this());
   if (out.client_gone) co_return answer{.client_gone = true};
   if (!out.ec) {
     job.read_result(body_);

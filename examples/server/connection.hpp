@@ -12,6 +12,7 @@
 
 #include "http_request_parser.hpp"
 #include "http_response.hpp"
+#include "run_waiter.hpp"
 
 namespace server {
 
@@ -52,6 +53,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::vector<char> in_;
   std::size_t in_begin_ = 0, in_end_ = 0;
   std::string head_, body_;
+  disconnect_watch watch_;
   std::chrono::steady_clock::time_point request_start_{};
   bool idle_ = false;  ///< waiting for the first byte of a request
 };

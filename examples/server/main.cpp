@@ -3,6 +3,8 @@
 // With --port 0 it binds a free port; either way it prints
 // "listening on 127.0.0.1:PORT" once it accepts connections. --trace FILE
 // records the runs' timeline and writes it as Chrome trace-event JSON on exit.
+#include <malloc.h>
+
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -50,13 +52,25 @@ void write_trace(const xrtio::runtime& rt, const std::string& path) {
 
 }  // namespace
 
+// glibc returns the top of the main heap to the kernel (brk) whenever more
+// than 128 KiB of it is free, and a request's buffers freed at the top then
+// fault fresh zeroed pages back in for the next ones: at 1024 connections
+// with --inloop (every allocation in the main arena) brk and its TLB flushes
+// were 29 % of the server's samples, and it served 3,161-3,165 req/s against
+// 16,017-19,406 with this threshold (L = 50 us, alternating 4 s runs;
+// docs/SERVER.md). Both servers get it.
+constexpr int heap_trim_threshold = 64 << 20;
+
 int main(int argc, char** argv) {
   auto opts = server::parse_options(argc, argv);
   if (!opts) return 2;
+  ::mallopt(M_TRIM_THRESHOLD, heap_trim_threshold);
   try {
     // The completion-to-resume histogram is opt-in (a clock read per run);
     // a server that exports /metrics wants it.
-    xrtio::runtime rt(xrtio::runtime_options{.trace_capacity = opts->trace_file.empty() ? 0 : opts->trace_capacity,
+    // --inloop: no reactor thread; the io thread drives the runtime (server.cpp).
+    xrtio::runtime rt(xrtio::runtime_options{.reactor_thread = !opts->inloop,
+                                             .trace_capacity = opts->trace_file.empty() ? 0 : opts->trace_capacity,
                                              .latency_histograms = true});
     auto ctx = open_device(*opts);
     ctx.bind(rt);
@@ -64,7 +78,10 @@ int main(int argc, char** argv) {
                                opts->xrt_noop ? std::size_t{4096} : std::size_t{1}};
     server::http_server srv(*opts, ctx, std::move(kernels), rt);
     std::printf("listening on 127.0.0.1:%u (%s, %u io threads, sim latency %ld us%s)\n", srv.port(),
-                opts->baseline ? "baseline: blocking start()+wait() on a thread pool" : "xrtio: co_await async_run",
+                opts->no_run     ? "no run: kernels are not run"
+                : opts->baseline ? "baseline: blocking start()+wait() on a thread pool"
+                : opts->inloop ? "xrtio: co_await async_run, in-loop runtime"
+                               : "xrtio: co_await async_run",
                 opts->threads, opts->sim_latency_us, opts->xrt_noop ? ", XRT no-op device" : "");
     std::fflush(stdout);
     srv.run();

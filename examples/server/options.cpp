@@ -9,8 +9,8 @@ namespace server {
 namespace {
 
 constexpr const char* usage =
-    "usage: xrtio-server --port PORT [--threads N] [--sim-latency-us L] [--baseline] [--pool-threads N]\n"
-    "                    [--xrt-noop] [--trace FILE] [--trace-capacity EVENTS] [--deadline-ms MS] [--grace-ms MS]\n"
+    "usage: xrtio-server --port PORT [--threads N] [--sim-latency-us L] [--baseline] [--inloop] [--no-run]\n"
+    "                    [--pool-threads N] [--xrt-noop] [--trace FILE] [--trace-capacity EVENTS] [--deadline-ms MS] [--grace-ms MS]\n"
     "                    [--budget-bytes B] [--max-body B] [--compute-units N]\n";
 
 template <class T>
@@ -27,6 +27,7 @@ bool number(std::string_view s, T& out, T lo, T hi) {
 std::optional<options> parse_options(int argc, char** argv) {
   options o;
   bool have_port = false;
+  bool threads_given = false;
   auto fail = [](const std::string& why) {
     std::fprintf(stderr, "xrtio-server: %s\n%s", why.c_str(), usage);
     return std::nullopt;
@@ -41,6 +42,8 @@ std::optional<options> parse_options(int argc, char** argv) {
     std::string_view v;
     long long n = 0;
     if (a == "--baseline") o.baseline = true;
+    else if (a == "--inloop") o.inloop = true;
+    else if (a == "--no-run") o.no_run = true;
     else if (a == "--xrt-noop") o.xrt_noop = true;
     else if (a == "--help" || a == "-h") return fail("help");
     else if (!value(v)) return fail("unknown flag or missing value: " + std::string(a));
@@ -50,6 +53,7 @@ std::optional<options> parse_options(int argc, char** argv) {
       have_port = true;
     } else if (a == "--threads") {
       if (!number<unsigned>(v, o.threads, 1, 256)) return fail("bad --threads " + std::string(v));
+      threads_given = true;
     } else if (a == "--pool-threads") {
       if (!number<unsigned>(v, o.pool_threads, 1, 4096)) return fail("bad --pool-threads " + std::string(v));
     } else if (a == "--compute-units") {
@@ -75,6 +79,9 @@ std::optional<options> parse_options(int argc, char** argv) {
     }
   }
   if (!have_port) return fail("--port is required (0 picks a free one)");
+  if (o.inloop && o.baseline) return fail("--inloop and --baseline exclude each other (the baseline's runs bypass the runtime)");
+  if (o.inloop && threads_given && o.threads != 1) return fail("--inloop drives the runtime from one io thread: --threads must be 1");
+  if (o.inloop) o.threads = 1;
   return o;
 }
 

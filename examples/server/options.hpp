@@ -14,6 +14,8 @@ struct options {
   unsigned threads = 2;                 ///< io_context threads
   long sim_latency_us = 0;              ///< fixed device time of each simulated run
   bool baseline = false;                ///< blocking start()+wait() on a thread pool
+  bool inloop = false;                  ///< one io thread drives the runtime (xrtio::run), no reactor thread
+  bool no_run = false;                  ///< requests are served without running their kernel (the HTTP stack's own cost)
   unsigned pool_threads = 16;           ///< the baseline's pool
   bool xrt_noop = false;                ///< XRT's no-op device instead of the simulator
   std::string trace_file;               ///< --trace FILE: the run timeline, written on exit

@@ -5,47 +5,48 @@
 #include <cerrno>
 
 #include <asio/experimental/as_tuple.hpp>
-#include <asio/experimental/awaitable_operators.hpp>
 
 namespace server {
 namespace {
 
-using namespace asio::experimental::awaitable_operators;
 constexpr auto as_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 
-// Completes when the client has gone away: its socket turned readable and a
-// peek finds the end of the stream or an error (or the server closed the
-// socket at the end of its shutdown grace). Bytes of a pipelined next request
-// are not a disconnect: then it waits until cancelled (the run finished).
-asio::awaitable<void> client_gone(asio::ip::tcp::socket& s) {
-  for (;;) {
-    auto [ec] = co_await s.async_wait(asio::ip::tcp::socket::wait_read, as_tuple);
-    if (ec) co_return;  // cancelled (the run won the race) or the socket was closed
+// Waits for the client's socket to turn readable; then a peek tells a
+// departed client (end of stream or an error: the run is cancelled, terminal
+// cancellation through async_run's slot, which aborts it on the device) from
+// bytes of a pipelined next request (not a disconnect: the watch ends) and
+// from a stale readiness report with nothing to read (the reactor can report
+// readiness it saw earlier: it waits again). A plain completion handler, not
+// a coroutine raced with the run: the race cost two coroutine frames, a
+// parallel group and a resumption per request (docs/SERVER.md).
+struct watch_handler {
+  asio::ip::tcp::socket& s;
+  disconnect_watch& w;
+  std::uint64_t generation;
+  std::shared_ptr<void> owner;  // the connection: s and w outlive this handler
+
+  void operator()(const asio::error_code& ec) {
+    if (w.generation != generation) return;  // the run ended (the wait was cancelled then)
+    if (ec) return leave();                    // the socket was closed (shutdown's grace period is over)
     char c;
     auto n = ::recv(s.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0) co_return;  // end of stream
-    if (n > 0) break;       // a pipelined request: not a disconnect
-    // The reactor may report readiness it saw earlier (edge-triggered epoll):
-    // nothing to read yet is not a disconnect, so wait again.
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
-    co_return;  // ECONNRESET and the like
+    if (n > 0) return;  // a pipelined request: not a disconnect
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      s.async_wait(asio::ip::tcp::socket::wait_read, std::move(*this));
+      return;
+    }
+    leave();  // end of stream, ECONNRESET and the like
   }
-  asio::steady_timer forever(s.get_executor(), asio::steady_timer::time_point::max());
-  co_await forever.async_wait(as_tuple);
-}
+  void leave() {
+    w.gone = true;
+    w.cancel_run.emit(asio::cancellation_type::terminal);
+  }
+};
 
-asio::awaitable<std::error_code> start_run(const kernel_job& job, std::chrono::nanoseconds timeout) {
-  auto [ec, result] = co_await job.with_arguments([&](const xrtio::kernel& k, auto&&... args) {
-    return xrtio::async_run(k, std::forward<decltype(args)>(args)..., xrtio::run_options{.timeout = timeout},
-                            as_tuple);
-  });
-  (void)result;
-  co_return ec;
-}
 
 }  // namespace
 
-run_waiter::run_waiter(unsigned pool_threads) {
+run_waiter::run_waiter(unsigned pool_threads, bool no_run) : no_run_(no_run) {
   if (pool_threads > 0) pool_ = std::make_unique<asio::thread_pool>(pool_threads);
 }
 
@@ -56,20 +57,34 @@ void run_waiter::join() {
 }
 
 asio::awaitable<run_outcome> run_waiter::run(const kernel_job& job, std::chrono::nanoseconds timeout,
-                                             asio::ip::tcp::socket& client) {
+                                             asio::ip::tcp::socket& client, disconnect_watch& watch,
+                                             std::shared_ptr<void> owner) {
+  if (no_run_) return run_nothing();
   if (pool_) return run_blocking(job, timeout);
-  return run_async(job, timeout, client);
+  return run_async(job, timeout, client, watch, std::move(owner));
 }
 
-// The first to finish wins; the other is cancelled: a finished run cancels
-// the socket watch, a departed client cancels the run (terminal cancellation
-// through the awaitable's slot: async_run aborts it on the device).
+// The run, with the socket watched meanwhile: a departed client cancels the
+// run; a finished run cancels the watch.
 asio::awaitable<run_outcome> run_waiter::run_async(const kernel_job& job, std::chrono::nanoseconds timeout,
-                                                   asio::ip::tcp::socket& client) {
-  auto first = co_await (start_run(job, timeout) || client_gone(client));
-  if (first.index() == 0) co_return run_outcome{std::get<0>(first), false};
-  co_return run_outcome{asio::error::operation_aborted, true};
+                                                   asio::ip::tcp::socket& client, disconnect_watch& watch,
+                                                   std::shared_ptr<void> owner) {
+  watch.gone = false;
+  auto generation = watch.generation = ++watch.issued;
+  client.async_wait(asio::ip::tcp::socket::wait_read, watch_handler{client, watch, generation, std::move(owner)});
+  auto [ec, result] = co_await job.with_arguments([&](const xrtio::kernel& k, auto&&... args) {
+    return xrtio::async_run(k, std::forward<decltype(args)>(args)..., xrtio::run_options{.timeout = timeout},
+                            asio::bind_cancellation_slot(watch.cancel_run.slot(), as_tuple));
+  });
+  (void)result;
+  watch.generation = 0;  // a handler still queued is now stale
+  if (watch.gone) co_return run_outcome{asio::error::operation_aborted, true};
+  std::error_code ignored;
+  client.cancel(ignored);  // the watch's wait: its handler runs later, aborted
+  co_return run_outcome{ec, false};
 }
+
+asio::awaitable<run_outcome> run_waiter::run_nothing() { co_return run_outcome{}; }
 
 asio::awaitable<run_outcome> run_waiter::run_blocking(const kernel_job& job, std::chrono::nanoseconds timeout) {
   co_return co_await asio::co_spawn(

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "connection.hpp"
+#include "xrtio/inloop.hpp"
 
 namespace server {
 namespace {
@@ -22,7 +23,7 @@ http_server::http_server(const options& opts, xrtio::context ctx, kernel_set ker
       io_(static_cast<int>(opts.threads)),
       acceptor_(io_),
       signals_(io_, SIGINT, SIGTERM),
-      waiter_(opts.baseline ? opts.pool_threads : 0) {
+      waiter_(opts.baseline ? opts.pool_threads : 0, opts.no_run) {
   asio::ip::tcp::endpoint ep(asio::ip::address_v4::loopback(), opts.port);
   acceptor_.open(ep.protocol());
   acceptor_.set_option(asio::socket_base::reuse_address(true));
@@ -57,9 +58,7 @@ asio::awaitable<void> http_server::accept_loop() {
   // timer service, which is not something to do while out of descriptors.
   asio::steady_timer pause(io_);
   for (;;) {
-    // Each connection's socket gets its own strand: its handlers never run
-    // concurrently, whichever of the io threads picks them up.
-    auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(io_), as_tuple);
+    auto [ec, socket] = co_await acceptor_.async_accept(connection_executor(), as_tuple);
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
     if (ec) {  // e.g. EMFILE: pause, so that a lasting error does not spin
       if (!accept_failing)
@@ -78,12 +77,21 @@ asio::awaitable<void> http_server::accept_loop() {
     // seconds for their first request (docs/SERVER.md, "Load test").
     for (;;) {
       std::error_code more_ec;
-      asio::ip::tcp::socket more(asio::make_strand(io_));
+      asio::ip::tcp::socket more(connection_executor());
       acceptor_.accept(more, more_ec);
       if (more_ec) break;  // would_block: the queue is empty (or an error the next async_accept reports)
       serve(std::move(more));
     }
   }
+}
+
+// With several io threads each connection's socket gets its own strand: its
+// handlers never run concurrently, whichever thread picks them up. One
+// thread runs every handler in order anyway: a strand would only add its
+// lock and queue to each handler.
+asio::any_io_executor http_server::connection_executor() {
+  if (opts_.threads > 1) return asio::make_strand(io_);
+  return io_.get_executor();
 }
 
 void http_server::serve(asio::ip::tcp::socket socket) {
@@ -123,6 +131,13 @@ asio::awaitable<void> http_server::shutdown_on_signal() {
 void http_server::run() {
   asio::co_spawn(io_, accept_loop(), asio::detached);
   asio::co_spawn(io_, shutdown_on_signal(), asio::detached);
+  if (opts_.inloop) {
+    // One thread: io's handlers and, between them, the runtime's reactor
+    // passes (docs/SERVER.md, "Threading").
+    xrtio::run(io_, rt_);
+    waiter_.join();
+    return;
+  }
   std::vector<std::thread> threads;
   for (unsigned i = 1; i < opts_.threads; ++i) threads.emplace_back([this] { io_.run(); });
   io_.run();

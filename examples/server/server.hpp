@@ -44,6 +44,7 @@ class http_server {
 
  private:
   asio::awaitable<void> accept_loop();
+  asio::any_io_executor connection_executor();
   void serve(asio::ip::tcp::socket socket);
   asio::awaitable<void> shutdown_on_signal();
   template <class F>
