@@ -997,11 +997,12 @@ TEST_CASE("file io: a small read the page cache holds is done on the caller's th
   }
   SUBCASE("past the limit, or with the limit 0, the loop reads") {
     auto big = f.ctx.alloc(128 << 10);
+    auto small = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .inline_read_limit = 64 << 10});
     auto none = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .inline_read_limit = 0});
-    for (auto* which : {&file, &none}) {
+    for (auto* which : {&small, &none}) {
       auto s0 = f.rt.stats();
       outcome o;
-      std::size_t len = which == &file ? (128u << 10) : 4096u;  // over the default 64 KiB, or any size
+      std::size_t len = which == &small ? (128u << 10) : 4096u;  // over a 64 KiB limit, or any size
       xrtio::async_read_file(*which, 0, xrtio::out(big.sub(len, 0)), record(io, o));
       run_until(io, o);
       REQUIRE(!o.ec);
@@ -1020,6 +1021,54 @@ TEST_CASE("file io: a small read the page cache holds is done on the caller's th
     REQUIRE(!o.ec);
     CHECK(o.bytes == 1000);
     CHECK(std::memcmp(buf.map().data(), content.data() + tail, 1000) == 0);
+  }
+}
+
+TEST_CASE("file io: a cached read of up to inline_read_limit (by default one chunk, 1 MiB) is done on the caller's "
+          "thread, one byte more goes to the loop") {
+  temp_dir dir;
+  auto path = dir.path / "chunk";
+  const xrtio::file_options defaults;
+  constexpr std::size_t limit = std::size_t(1) << 20;  // the default: one default chunk
+  CHECK(defaults.inline_read_limit == defaults.chunk_size);
+  const auto content = random_bytes(limit + 8192, 13);
+  write_file(path, content);  // just written: in the page cache
+  fixture f;
+  auto file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false});
+  auto four = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .inline_read_limit = 4096});
+  std::vector<std::byte> probe(4096);
+  iovec v{probe.data(), probe.size()};
+  if (::preadv2(file.native_handle(), &v, 1, 0, RWF_NOWAIT) != 4096) {
+    MESSAGE("XRTIO-SKIP: preadv2(RWF_NOWAIT) refused here (errno " << errno << "): no read is done inline");
+    return;
+  }
+  auto buf = f.ctx.alloc(limit + 1);
+  asio::io_context io;
+  // (file, length, done inline): a 1 MiB read with the default options
+  // inline (the loop's two thread hops cost more than the copy:
+  // docs/PERFORMANCE.md, "File I/O"), one byte more through the loop; the
+  // same at an explicit 4 KiB limit.
+  struct step {
+    xrtio::file* which;
+    std::size_t len;
+    bool inline_read;
+  };
+  for (auto [which, len, inline_read] : {step{&file, limit, true}, step{&file, limit + 1, false},
+                                         step{&four, 4096, true}, step{&four, 4097, false}}) {
+    CAPTURE(len);
+    buf.write(std::span<const std::byte>(std::vector<std::byte>(len)));  // no byte left from the last step
+    auto s0 = f.rt.stats();
+    outcome o;
+    xrtio::async_read_file(*which, 4096, xrtio::out(buf.sub(len, 0)), record(io, o));
+    run_until(io, o);
+    REQUIRE(!o.ec);
+    CHECK(o.bytes == len);
+    CHECK(std::memcmp(buf.map().data(), content.data() + 4096, len) == 0);
+    auto s1 = f.rt.stats();
+    CHECK(s1.file_inline_reads - s0.file_inline_reads == (inline_read ? 1u : 0u));
+    if (inline_read) CHECK(s1.file_pieces == s0.file_pieces);  // the loop issued nothing
+    else CHECK(s1.file_pieces > s0.file_pieces);
+    CHECK(s1.file_reads - s0.file_reads == 1);
   }
 }
 

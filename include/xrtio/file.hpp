@@ -68,7 +68,13 @@ struct file_options {
   /// whole then completes without the reactor (its handler is still posted
   /// to its executor, never called inline), one it does not goes on as
   /// usual. 0 = never. Not used while the runtime records a trace.
-  std::size_t inline_read_limit = std::size_t(64) << 10;
+  /// The default, one default chunk (1 MiB), spares cached reads up to that
+  /// size the two thread hops through the reactor, at the price of the
+  /// copy on the calling thread: about 40 us for 1 MiB, during which that
+  /// thread (an io_context's) runs no other handler. A thread that must not
+  /// stall that long sets a smaller limit (64 KiB: a few us); in-loop mode
+  /// copies on that thread either way (docs/DESIGN.md, "File I/O").
+  std::size_t inline_read_limit = std::size_t(1) << 20;
   /// The runtime whose reactor performs this file's transfers; null: the
   /// runtime the buffer's context is bound to (context::bind), else
   /// default_runtime(). io_options::runtime overrides it per transfer.

@@ -43,7 +43,8 @@ std::vector<io_cell> make_io_cells(const options& o, const test_file& f) {
   return cells;
 }
 
-void run_io_sweep(std::vector<io_cell>& cells, int repeat, const test_file& f, double warm_s, double window_s) {
+void run_io_sweep(std::vector<io_cell>& cells, int repeat, const test_file& f, double warm_s, double window_s,
+                  std::int64_t inline_limit) {
   for (int rep = 0; rep < repeat; ++rep) {
     warm_page_cache(f);  // the hot cells' state; O_DIRECT (cold) reads bypass the cache anyway
     for (auto& c : cells) {
@@ -56,6 +57,7 @@ void run_io_sweep(std::vector<io_cell>& cells, int repeat, const test_file& f, d
       s.file_size = f.size;
       s.warm_s = warm_s;
       s.window_s = window_s;
+      s.inline_limit = inline_limit;
       std::string why;
       auto r = run_io_contender(c.contender, s, why);
       if (!r) {

@@ -23,6 +23,9 @@ struct io_spec {
   std::string path;
   std::uint64_t file_size = 0;  // a multiple of 1 MiB
   double warm_s = 0.05, window_s = 0.2;
+  // xrtio contenders: file_options::inline_read_limit (--io-inline-limit);
+  // negative: the library's default.
+  std::int64_t inline_limit = -1;
   std::size_t bytes() const noexcept { return request_bytes(kind); }
 };
 
