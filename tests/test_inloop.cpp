@@ -79,6 +79,34 @@ TEST_CASE("inloop: the driver does not start the io_context's own reactor for ru
   CHECK_FALSE(asio::has_service<asio::detail::reactor>(io));
 }
 
+TEST_CASE("inloop: with the io_context's own epoll reactor running (a socket), the driver's timed sleeps are not "
+          "rounded up to whole milliseconds") {
+  // Asio's epoll_reactor turns a wait's timeout into whole milliseconds, so
+  // run_one_until(now + 5 us) slept >= 1 ms once io had any descriptor (a
+  // server's sockets). With max_poll_interval 5 us and no spin, a 20 ms run
+  // is polled for with 5 us sleeps: far more than one per millisecond.
+  auto o = inloop_options();
+  o.inloop_spin = 0ns;
+  o.max_poll_interval = 5us;
+  xrtio::sim::device_config cfg;
+  cfg.latency.fixed = 20ms;
+  fixture f(cfg, o);
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});  // starts io's epoll reactor
+  REQUIRE(asio::has_service<asio::detail::reactor>(io));
+  bool done = false;
+  xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                     CHECK(!ec);
+                     done = true;
+                   }));
+  auto before = f.rt.stats().sleeps;
+  xrtio::run(io, f.rt);  // returns when io runs out of work: the run's handler ran, the timer is cancelled
+  auto sleeps = f.rt.stats().sleeps - before;
+  CHECK(done);
+  MESSAGE("driver sleeps during one 20 ms run: " << sleeps);
+  CHECK(sleeps > 40);  // rounded to 1 ms: at most 20
+}
+
 TEST_CASE("inloop: 10 000 runs from several coroutines each complete exactly once") {
   fixture f({}, inloop_options());
   asio::io_context io;

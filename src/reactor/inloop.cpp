@@ -10,6 +10,7 @@
 #include <atomic>
 #include <asio/executor_work_guard.hpp>
 #include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
 #include <memory>
 #include <cstdint>
 #include <optional>
@@ -128,13 +129,70 @@ class file_watch {
   bool failed_ = false;
 };
 
+// Ends a timed block on time once the io_context has its own epoll reactor
+// (the user's sockets and timers). io.run_one_until() then waits in
+// epoll_wait, whose timeout Asio rounds up to whole milliseconds
+// ((usec - 1) / 1000 + 1 in epoll_reactor::run): the driver's backoff, which
+// starts at 5 us, slept at least 1 ms from its first step, and a run that
+// outlived inloop_spin was seen up to 1 ms late in a server (a p50 of
+// 1227-1232 us at inloop_spin 0, one connection; docs/SERVER.md). A
+// steady_timer is kept in that reactor's timerfd, which expires to the
+// microsecond, so the block waits for it with an untimed io.run_one().
+// Without the epoll reactor (no descriptor in io) run_one_until waits on a
+// condition variable, which is exact, and making a timer would start the
+// epoll reactor (an epoll_wait per pass; see file_watch), so it is not used.
+// The timer's own handlers are not the user's: they are counted apart, so
+// that a block the timer ended counts as no activity.
+class deadline_timer {
+  struct fired_handler {
+    std::shared_ptr<std::atomic<std::size_t>> own;
+    using allocator_type = detail::static_block_allocator<void>;  // see file_watch
+    allocator_type get_allocator() const noexcept { return {}; }
+    void operator()(const asio::error_code&) const { own->fetch_add(1, std::memory_order_relaxed); }
+  };
+
+ public:
+  explicit deadline_timer(asio::io_context& io) : io_(io) {}
+  // Whether timed blocks need the timer (the io_context's epoll reactor exists).
+  bool needed() const { return asio::has_service<asio::detail::reactor>(io_); }
+  // A wait that ends at `until` at the latest is pending. An earlier pending
+  // wait is kept (it only ends a block early); a later one is replaced.
+  void arm(clock::time_point until) {
+    if (!timer_) timer_.emplace(io_);
+    if (pending() && timer_->expiry() <= until) return;
+    timer_->expires_at(until);  // cancels a later pending wait: its handler counts as own
+    timer_->async_wait(fired_handler{own_});
+    ++armed_;
+  }
+  // Lets the io_context run out of work when nothing is in flight.
+  void cancel() {
+    if (timer_ && pending()) timer_->cancel();
+  }
+  // How many of the handlers just run were the timer's (since the last call).
+  std::size_t take_own() noexcept {
+    std::size_t n = own_->exchange(0, std::memory_order_relaxed);
+    finished_ += n;
+    return n;
+  }
+
+ private:
+  bool pending() const noexcept { return armed_ > finished_ + own_->load(std::memory_order_relaxed); }
+  asio::io_context& io_;
+  std::optional<asio::steady_timer> timer_;
+  std::size_t armed_ = 0, finished_ = 0;  // waits started, and whose handler ran (counted by take_own)
+  std::shared_ptr<std::atomic<std::size_t>> own_ = std::make_shared<std::atomic<std::size_t>>(0);
+};
+
 // Sleeps in the io_context until a handler ran, a wake-up (a no-op handler
-// posted by reactor::wake) or `until`. Returns the handlers run.
-std::size_t block(asio::io_context& io, reactor& rx, clock::time_point until) {
+// posted by reactor::wake) or `until`. Returns the user's handlers run.
+std::size_t block(asio::io_context& io, reactor& rx, deadline_timer& timer, clock::time_point until) {
+  bool timed = until != clock::time_point::max();
+  bool by_timer = timed && timer.needed();
+  if (by_timer) timer.arm(until);
   if (!rx.block_begin()) return 0;
-  std::size_t n = until == clock::time_point::max() ? io.run_one() : io.run_one_until(until);
+  std::size_t n = !timed || by_timer ? io.run_one() : io.run_one_until(until);
   rx.block_end();
-  return n;
+  return n - std::min(n, timer.take_own());
 }
 }  // namespace
 
@@ -146,6 +204,7 @@ std::size_t run(asio::io_context& io, runtime& rt) {
   rx.attach_driver([](void* p) { asio::post(*static_cast<asio::io_context*>(p), [] {}); }, &io);
   driver_guard guard{rx};
   file_watch watch(io);  // destroyed before guard: released while attached
+  deadline_timer timer(io);
   const auto& opts = rx.options();
   std::size_t handlers = 0;
   // While rt has runs in flight the io_context must not run out of work
@@ -163,6 +222,7 @@ std::size_t run(asio::io_context& io, runtime& rt) {
     if (d.busy && !hold) hold.emplace(io.get_executor());
     if (!d.busy) hold.reset();
     std::size_t ran = io.poll();
+    ran -= std::min(ran, timer.take_own());
     handlers += ran;
     if (io.stopped()) break;  // io.stop(), or out of work with nothing in flight
     if (d.activity || ran) {
@@ -175,7 +235,8 @@ std::size_t run(asio::io_context& io, runtime& rt) {
     int ring_fd = rx.file_watch_fd();
     bool files_wake = watch.update(ring_fd);
     if (!d.busy) {
-      handlers += block(io, rx, clock::time_point::max());
+      timer.cancel();
+      handlers += block(io, rx, timer, clock::time_point::max());
       continue;
     }
     if (now - last_activity < opts.inloop_spin) {
@@ -189,10 +250,10 @@ std::size_t run(asio::io_context& io, runtime& rt) {
     // the handler's io_context stopped by a late tracked-work release (fixed
     // in run_op::send; docs/DESIGN.md, "File I/O").
     if (!d.polled && files_wake && ring_fd >= 0) {
-      handlers += block(io, rx, d.next_deadline);
+      handlers += block(io, rx, timer, d.next_deadline);
       continue;
     }
-    handlers += block(io, rx, std::min(d.next_deadline, now + backoff));
+    handlers += block(io, rx, timer, std::min(d.next_deadline, now + backoff));
     backoff = std::min<std::chrono::nanoseconds>(backoff * 2, opts.max_poll_interval);
   }
   return handlers;
