@@ -30,7 +30,6 @@ class lease_batch {
   /// tracker. Must run before the runs whose leases these are complete to
   /// their handlers (a handler may take the same range at once).
   void flush() noexcept;
-  bool empty() const noexcept { return items_.empty(); }
 
  private:
   std::vector<lease_ref> items_;  // keeps its capacity: no allocation once warm

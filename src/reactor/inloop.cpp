@@ -153,8 +153,13 @@ class deadline_timer {
 
  public:
   explicit deadline_timer(asio::io_context& io) : io_(io) {}
-  // Whether timed blocks need the timer (the io_context's epoll reactor exists).
-  bool needed() const { return asio::has_service<asio::detail::reactor>(io_); }
+  // Whether timed blocks need the timer (the io_context's epoll reactor
+  // exists). has_service locks the service registry: asked until the answer
+  // is yes, which it then stays (a service lives as long as its context).
+  bool needed() {
+    if (!reactor_seen_) reactor_seen_ = asio::has_service<asio::detail::reactor>(io_);
+    return reactor_seen_;
+  }
   // A wait that ends at `until` at the latest is pending. An earlier pending
   // wait is kept (it only ends a block early); a later one is replaced.
   void arm(clock::time_point until) {
@@ -179,6 +184,7 @@ class deadline_timer {
   bool pending() const noexcept { return armed_ > finished_ + own_->load(std::memory_order_relaxed); }
   asio::io_context& io_;
   std::optional<asio::steady_timer> timer_;
+  bool reactor_seen_ = false;
   std::size_t armed_ = 0, finished_ = 0;  // waits started, and whose handler ran (counted by take_own)
   std::shared_ptr<std::atomic<std::size_t>> own_ = std::make_shared<std::atomic<std::size_t>>(0);
 };
