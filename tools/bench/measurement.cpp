@@ -46,13 +46,14 @@ namespace {
 struct snapshot {
   clk::time_point t;
   std::uint64_t completed, allocs;
-  double cpu;
+  double cpu, sleeps;
   cpu_split threads;
 };
 snapshot take() {
   snapshot s;
   s.threads = thread_cpu();
   s.cpu = process_cpu();
+  s.sleeps = process_sleeps();
   s.allocs = allocations();
   s.completed = g_completed.load();
   s.t = clk::now();
@@ -99,6 +100,7 @@ void per_run_costs(result& r, const window& w, std::size_t rss_before, int in_fl
   r.rx_cpu_us = (b.threads.rx - a.threads.rx) * 1e6 / n;
   r.dev_cpu_us = (b.threads.dev - a.threads.dev) * 1e6 / n;
   r.allocs = double(b.allocs - a.allocs) / n;
+  r.sleeps = (b.sleeps - a.sleeps) / n;
   r.rss_per_run = (w.rss - double(rss_before)) / double(std::max(in_flight > 0 ? in_flight : r.effective, 1));
 }
 

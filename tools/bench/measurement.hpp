@@ -58,7 +58,7 @@ struct result {
   int in_flight = 0;
   int effective = 0;  // runs actually in flight (blocking-threads: capped by threads)
   double runs_per_s = 0, p50 = NAN, p99 = NAN, p999 = NAN, cpu_us = 0, app_cpu_us = 0, rx_cpu_us = 0, dev_cpu_us = 0,
-         allocs = 0, rss_per_run = 0;
+         allocs = 0, rss_per_run = 0, sleeps = 0;
   std::uint64_t runs = 0, errors = 0;
 };
 

@@ -55,6 +55,12 @@ double process_cpu() {
   return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
+double process_sleeps() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_nvcsw);
+}
+
 double rss_bytes() {
   char buf[128];
   if (!read_small("/proc/self/statm", buf, sizeof buf)) return 0;

@@ -30,6 +30,10 @@ struct cpu_split {
 };
 cpu_split thread_cpu();   // from /proc/self/task/*/schedstat (ns resolution)
 double process_cpu();     // getrusage(RUSAGE_SELF) user + sys, seconds
+// Times any thread of the process blocked (getrusage: voluntary context
+// switches). On a VM a block and its wake-up cost several microseconds of
+// CPU, so this count bounds how cheap a completion path can be.
+double process_sleeps();
 double rss_bytes();       // resident now (/proc/self/statm)
 double peak_rss_bytes();  // peak resident (ru_maxrss)
 

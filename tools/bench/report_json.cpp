@@ -15,11 +15,12 @@ void write_cell(FILE* f, const cell& c) {
                "\"resume_p50_us\": %s, \"resume_p99_us\": %s, \"resume_p999_us\": %s, \"cpu_us_per_run\": %s, "
                "\"allocs_per_run\": %s, \"effective_in_flight\": %d, \"app_cpu_us_per_run\": %s, "
                "\"reactor_cpu_us_per_run\": %s, \"device_cpu_us_per_run\": %s, \"rss_bytes_per_in_flight\": %s, "
+               "\"sleeps_per_run\": %s, "
                "\"repetitions\": %zu, \"errors\": %llu},\n",
                c.contender.c_str(), c.latency_us, c.c, jnum(m.runs_per_s).c_str(), jnum(m.p50).c_str(),
                jnum(m.p99).c_str(), jnum(m.p999).c_str(), jnum(m.cpu_us).c_str(), jnum(m.allocs).c_str(), m.effective,
                jnum(m.app_cpu_us).c_str(), jnum(m.rx_cpu_us).c_str(), jnum(m.dev_cpu_us).c_str(),
-               jnum(m.rss_per_run).c_str(), c.reps.size(), static_cast<unsigned long long>(m.errors));
+               jnum(m.rss_per_run).c_str(), jnum(m.sleeps).c_str(), c.reps.size(), static_cast<unsigned long long>(m.errors));
 }
 
 void write_limits(FILE* f, const host_limits& h) {

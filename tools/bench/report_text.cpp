@@ -37,16 +37,18 @@ std::string fmt(double v, const char* f) {
 }
 
 void print_header() {
-  std::printf("%-18s %5s %7s %7s %11s %9s %9s %9s %8s %7s %7s %7s %8s %8s\n", "contender", "L us", "C", "eff.C",
-              "runs/s", "p50 us", "p99 us", "p99.9 us", "cpu/run", "app", "reactor", "device", "allocs", "B/run");
+  std::printf("%-18s %5s %7s %7s %11s %9s %9s %9s %8s %7s %7s %7s %7s %8s %8s\n", "contender", "L us", "C", "eff.C",
+              "runs/s", "p50 us", "p99 us", "p99.9 us", "cpu/run", "app", "reactor", "device", "sleeps", "allocs",
+              "B/run");
 }
 
 void print_row(const cell& c) {
   auto& m = c.med;
-  std::printf("%-18s %5ld %7d %7d %11s %9s %9s %9s %8s %7s %7s %7s %8s %8s%s\n", c.contender.c_str(), c.latency_us, c.c,
+  std::printf("%-18s %5ld %7d %7d %11s %9s %9s %9s %8s %7s %7s %7s %7s %8s %8s%s\n", c.contender.c_str(), c.latency_us, c.c,
               m.effective, fmt(m.runs_per_s, "%.0f").c_str(), fmt(m.p50, "%.1f").c_str(), fmt(m.p99, "%.1f").c_str(),
               fmt(m.p999, "%.1f").c_str(), fmt(m.cpu_us, "%.2f").c_str(), fmt(m.app_cpu_us, "%.2f").c_str(),
-              fmt(m.rx_cpu_us, "%.2f").c_str(), fmt(m.dev_cpu_us, "%.2f").c_str(), fmt(m.allocs, "%.3f").c_str(),
+              fmt(m.rx_cpu_us, "%.2f").c_str(), fmt(m.dev_cpu_us, "%.2f").c_str(), fmt(m.sleeps, "%.2f").c_str(),
+              fmt(m.allocs, "%.3f").c_str(),
               fmt(m.rss_per_run, "%.0f").c_str(), m.errors ? "  ERRORS" : "");
   std::fflush(stdout);
 }
@@ -89,7 +91,8 @@ void print_preamble(const options& o, bool xrt) {
     std::printf("XRT no-op device: completion delay %ld us, kernel vadd (3 read-only buffers + scalar)\n",
                 o.xrt_delay_us);
   std::printf("cpu/run: process CPU us per run; app / reactor / device: the contender's own threads, the xrtio\n"
-              "reactor thread, the simulated device's threads (us per run); allocs: operator new calls per run;\n"
+              "reactor thread, the simulated device's threads (us per run); sleeps: times any thread blocked,\n"
+              "per run (voluntary context switches: each costs a wake-up); allocs: operator new calls per run;\n"
               "B/run: resident memory growth per in-flight run; p50/p99/p99.9: device completion -> code resumed\n\n");
 }
 

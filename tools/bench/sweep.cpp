@@ -37,7 +37,7 @@ result median_of(const std::vector<result>& v) {
   };
   for (double result::*f : {&result::runs_per_s, &result::p50, &result::p99, &result::p999, &result::cpu_us,
                             &result::app_cpu_us, &result::rx_cpu_us, &result::dev_cpu_us, &result::allocs,
-                            &result::rss_per_run})
+                            &result::rss_per_run, &result::sleeps})
     m.*f = med(f);
   m.errors = 0;
   for (auto& r : v) m.errors += r.errors;
