@@ -430,7 +430,8 @@ TEST_CASE("reliability: losing the device with async runs in flight ends every r
 
 namespace {
 /// A minimal user-defined executor that counts what it runs and runs it on
-/// its own single thread.
+/// its own single thread. Its tracked copies count outstanding work, as an
+/// io_context's do, and note a tracked copy destroyed on another thread.
 class counting_context {
  public:
   counting_context() : thread_([this] { loop(); }) {}
@@ -461,10 +462,29 @@ class counting_context {
   bool on_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
   std::atomic<int> executed{0};
   std::atomic<int> outstanding{0};
+  std::atomic<long> work{0};                 // tracked copies alive
+  std::atomic<int> work_dropped_elsewhere{0};  // tracked copies destroyed off this context's thread
 
   struct executor {
     counting_context* ctx;
-    bool operator==(const executor&) const noexcept = default;
+    bool tracked = false;
+    executor(counting_context* c, bool t = false) noexcept : ctx(c), tracked(t) {
+      if (tracked) ctx->work.fetch_add(1);
+    }
+    executor(const executor& o) noexcept : executor(o.ctx, o.tracked) {}
+    executor& operator=(const executor& o) noexcept {
+      if (this != &o) {
+        this->~executor();
+        new (this) executor(o);
+      }
+      return *this;
+    }
+    ~executor() {
+      if (!tracked) return;
+      ctx->work.fetch_sub(1);
+      if (!ctx->on_thread()) ctx->work_dropped_elsewhere.fetch_add(1);
+    }
+    bool operator==(const executor& o) const noexcept { return ctx == o.ctx; }
     template <class F>
     void execute(F&& f) const {
       auto p = std::make_shared<std::decay_t<F>>(std::forward<F>(f));
@@ -474,13 +494,20 @@ class counting_context {
       });
     }
     asio::execution_context& query(asio::execution::context_t) const noexcept { return ctx->ec_; }
-    executor require(asio::execution::outstanding_work_t::tracked_t) const noexcept { return *this; }
-    executor require(asio::execution::outstanding_work_t::untracked_t) const noexcept { return *this; }
+    // Without this query Asio takes every copy for untracked already, and
+    // prefer(untracked) returns a tracked one unchanged.
+    asio::execution::outstanding_work_t query(asio::execution::outstanding_work_t) const noexcept {
+      if (tracked) return asio::execution::outstanding_work.tracked;
+      return asio::execution::outstanding_work.untracked;
+    }
+    executor require(asio::execution::outstanding_work_t::tracked_t) const noexcept { return {ctx, true}; }
+    executor require(asio::execution::outstanding_work_t::untracked_t) const noexcept { return {ctx, false}; }
     static constexpr asio::execution::blocking_t::never_t query(asio::execution::blocking_t) noexcept { return {}; }
     executor require(asio::execution::blocking_t::never_t) const noexcept { return *this; }
     executor prefer(asio::execution::relationship_t::continuation_t) const noexcept { return *this; }
   };
   executor get_executor() { return {this}; }
+  std::thread::id thread_id() const { return thread_.get_id(); }
 
  private:
   void loop() {
@@ -551,6 +578,37 @@ TEST_CASE("reliability: co_spawn on a thread_pool and on a user-defined executor
   CHECK(resumes.load() == runs);
   CHECK(wrong.load() == 0);
   CHECK(f.rt.stats().completed == 2 * runs);
+}
+
+// An operation's outstanding work is the handler's executor's, and only the
+// handler's thread may end it: a tracked copy dropped on the reactor's (or
+// driver's) thread could be the context's last work, and Asio's io_context
+// stops itself when its work count reaches zero, after a decrement another
+// thread may be preempted in; the io_context its owner had restarted for the
+// next operation was then stopped with that operation's handler queued
+// (docs/DESIGN.md, "File I/O", "Waking"; run_op::send).
+TEST_CASE("reliability: the handler's outstanding work is kept until the handler ran, and ended on its thread only") {
+  fixture f;
+  constexpr int runs = 200;
+  counting_context cc;
+  std::atomic<int> calls{0}, work_missing{0};
+  std::promise<void> all_done;
+  cc.post([&] {
+    for (int i = 0; i < runs; ++i)
+      xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(cc.get_executor(), [&](std::error_code ec,
+                                                                                      xrtio::run_result) {
+                         CHECK(!ec);
+                         if (cc.work.load() < 1) work_missing.fetch_add(1);  // this op's own work still counts
+                         if (calls.fetch_add(1) + 1 == runs) all_done.set_value();
+                       }));
+  });
+  REQUIRE(all_done.get_future().wait_for(30s) == std::future_status::ready);
+  // The last handler's work is dropped after it returns, on cc's thread.
+  REQUIRE(rtest::eventually([&] { return cc.work.load() == 0; }));
+  CHECK(calls.load() == runs);
+  CHECK(work_missing.load() == 0);
+  CHECK_MESSAGE(cc.work_dropped_elsewhere.load() == 0,
+                "tracked copies of the handler's executor destroyed off its thread: " << cc.work_dropped_elsewhere.load());
 }
 
 TEST_CASE("reliability: destroying a user-defined executor with a run pending destroys the handler uncalled, "
