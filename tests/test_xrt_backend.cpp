@@ -26,9 +26,11 @@
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <algorithm>
 #include <thread>
@@ -400,6 +402,123 @@ TEST_CASE("xrt: runs from several threads complete without failure") {
     });
   for (auto& t : threads) t.join();
   CHECK(ok == 4000);
+}
+
+// XRT 2.13's no-op driver keeps every buffer object (a user's, and each run's
+// command buffer) in one map, and erases from it in xclFreeBO without its
+// lock, while its completion thread and other callers look handles up in it
+// (docs/DESIGN.md, "The no-op driver's buffer map"). Before xrtio serialized
+// those calls, this crashed in std::_Rb_tree_rebalance_for_erase, threw "no
+// such bo handle" or left a run that never completed. Everything here goes
+// through xrtio's public API, as a server on the no-op device does: buffers
+// made and dropped per request on some threads while others start runs.
+// Only one device's runs are waited for in XRT (xrt::run::wait): the driver
+// counts completions process-wide, and waits blocked on two devices at once
+// can take each other's and wait forever (docs/DESIGN.md, "Testing without
+// hardware"); the other devices' runs are polled.
+TEST_CASE("xrt: buffers and runs made and freed on several threads at once do not break the no-op driver") {
+  auto ctx = open_vadd();
+  setup();
+  // No run pool: every finished run is destroyed, and so is its command buffer once XRT's own
+  // cache of them (128) is full.
+  auto unpooled = xb::open({.xclbin_path = vadd_path(), .run_pool_size = 0});
+  auto k = ctx.kernel("vadd");
+  auto uk = unpooled.kernel("vadd");
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  constexpr int rounds = 300;  // sanitizers: fewer, same calls
+#else
+  constexpr int rounds = 2000;
+#endif
+  std::atomic<int> ok{0}, failed{0};
+  std::mutex first_mutex;
+  std::string first_error;
+  auto failure = [&](const std::string& what) {
+    ++failed;
+    std::lock_guard lock(first_mutex);
+    if (first_error.empty()) first_error = what;
+  };
+  auto guarded = [&](auto body) {
+    return [&, body] {
+      try {
+        body();
+      } catch (const std::exception& e) {
+        failure(e.what());
+      }
+    };
+  };
+  std::vector<std::thread> threads;
+  // Requests: fresh buffers per run, dropped as soon as the run ended.
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back(guarded([&] {
+      std::vector<std::uint32_t> in(1024, 3);
+      for (int i = 0; i < rounds; ++i) {
+        auto a = ctx.alloc(4096), b = ctx.alloc(4096), c = ctx.alloc(4096);
+        a.write(std::span<const std::uint32_t>(in));
+        std::error_code ec;
+        auto r = xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{1024}).wait(5s, ec);
+        if (!ec && r.ok())
+          ++ok;
+        else
+          failure("run: " + ec.message());
+      }
+    }));
+  // Buffers of every kind, views and imports, with no run.
+  threads.emplace_back(guarded([&] {
+    void* user = std::aligned_alloc(4096, 8192);
+    if (!user) throw std::runtime_error("aligned_alloc failed");
+    for (int i = 0; i < rounds * 2; ++i) {
+      auto a = ctx.alloc(4096 * (1 + i % 4));
+      auto v = a.sub(4096, 0);
+      auto h = ctx.alloc(4096, {.kind = xrtio::backend::buffer_kind::host_only});
+      auto d = ctx.alloc(8192, {.kind = xrtio::backend::buffer_kind::device_only});
+      auto u = ctx.import_user_memory(user, 8192);
+      (void)xtest::state(v)->native->address();
+    }
+    std::free(user);
+  }));
+  // Runs made and destroyed: 160 at once, more than XRT caches command buffers for.
+  threads.emplace_back(guarded([&] {
+    std::uint32_t n = 4;
+    auto a = unpooled.alloc(4096);
+    for (int i = 0; i < rounds / 40; ++i) {
+      std::vector<xrtio::backend::native_run_ptr> runs;
+      for (int j = 0; j < 160; ++j) {
+        runs.push_back(uk.native().make_run());
+        for (unsigned arg = 0; arg < 3; ++arg) runs.back()->set_arg(arg, *xtest::state(a)->native);
+        runs.back()->set_arg(3, &n, 4);
+        runs.back()->start();
+      }
+      for (auto& r : runs) {
+        auto s = r->state();
+        while (!xrtio::is_final(s)) {
+          std::this_thread::yield();
+          s = r->state();
+        }
+        if (s == xrtio::run_state::completed)
+          ++ok;
+        else
+          failure("a native run ended " + std::string(xrtio::to_string(s)));
+      }
+    }
+  }));
+  // Contexts (a device, a kernel, their runs) opened and closed.
+  threads.emplace_back(guarded([&] {
+    for (int i = 0; i < rounds / 100; ++i) {
+      auto c = xb::open({.xclbin_path = vadd_path()});
+      auto kk = c.kernel("vadd");
+      auto a = c.alloc(4096);
+      auto h = xrtio::start(kk, xrtio::in(a), xrtio::in(a), xrtio::out(c.alloc(4096)), 4u);
+      while (!xrtio::is_final(h.state())) std::this_thread::yield();
+      if (h.wait(5s).ok())
+        ++ok;
+      else
+        failure("a run in a fresh context failed");
+    }
+  }));
+  for (auto& t : threads) t.join();
+  INFO("first failure: " << first_error);
+  CHECK(failed == 0);
+  CHECK(ok == 2 * rounds + (rounds / 40) * 160 + rounds / 100);
 }
 
 TEST_CASE("xrt: leases are held until the run's final state was observed") {

@@ -1,6 +1,8 @@
 // The XRT backend's native buffer (xrt_buffer in xrt_types.hpp): an xrt::bo
 // or a view of one, with its device and memory group, and group_id_of, which
-// reads that group back from an xrtio::buffer.
+// reads that group back from an xrtio::buffer. On XRT's no-op driver its
+// calls into the driver's buffer map go through the noop_guard
+// (docs/DESIGN.md, "The no-op driver's buffer map").
 #include <string>
 
 #include "xrt_fault_hook.hpp"
@@ -10,6 +12,15 @@
 namespace xrtio::xrt_backend {
 namespace detail {
 
+xrt_buffer::~xrt_buffer() {
+  if (!noop_) return;
+  // The last reference of a root frees it (xclFreeBO): never in place here.
+  noop_->retire(std::move(bo_));
+  noop_->retire(std::move(root_));
+}
+
+// map and sync need no noop_guard: xrt::bo::map returns the host pointer XRT
+// keeps, and the no-op driver's xclSyncBO does nothing.
 std::byte* xrt_buffer::map() {
   std::call_once(map_once_, [&] {
     try {
@@ -39,7 +50,8 @@ std::unique_ptr<backend::native_buffer> xrt_buffer::sub(std::size_t size, std::s
   try {
     auto abs = root_offset_ + offset;  // cannot overflow: within the root
     before_xrt_call(xrt_call::bo_sub, size, abs);
-    return std::make_unique<xrt_buffer>(xrt::bo(root_, size, abs), root_, abs, size, device_index_, group_);
+    // Making a view does not reach the driver (no noop_guard lock).
+    return std::make_unique<xrt_buffer>(xrt::bo(root_, size, abs), root_, abs, size, device_index_, group_, noop_);
   } catch (const std::exception& e) {
     throw error(errc::backend_failure, "xrt sub-buffer [" + std::to_string(offset) + ", +" + std::to_string(size) +
                                            ") of a " + std::to_string(size_) + "-byte bo: " + e.what());
@@ -48,6 +60,7 @@ std::unique_ptr<backend::native_buffer> xrt_buffer::sub(std::size_t size, std::s
 
 std::uint64_t xrt_buffer::address() const noexcept {
   try {
+    auto held = noop_lock(noop_);  // the first call asks the driver (xclGetBOProperties)
     return bo_.address();
   } catch (...) {
     return 0;

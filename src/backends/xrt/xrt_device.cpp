@@ -1,6 +1,8 @@
 // The XRT device (xrt_device_impl in xrt_types.hpp) behind xrt_backend::open:
 // loads the checked xclbin, allocates and imports buffers, opens kernels; and
 // list_devices. Every XRT exception becomes an xrtio::error naming the input.
+// On XRT's no-op driver, buffer allocations and imports go through the
+// noop_guard (docs/DESIGN.md, "The no-op driver's buffer map").
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,6 +59,7 @@ void xrt_device_impl::open_device() {
     throw error(errc::backend_failure,
                 "xrt: cannot open device " + std::to_string(options_.device_index) + ": " + e.what());
   }
+  noop_ = noop_guard::detect();  // XRT has loaded its driver now
 }
 
 void xrt_device_impl::load_program() {
@@ -111,9 +114,13 @@ std::unique_ptr<backend::native_buffer> xrt_device_impl::alloc(std::size_t size,
   const xrt::bo::flags f = bo_flags(kind);
   try {
     before_xrt_call(xrt_call::bo_alloc, size);
-    // On the device, not a hardware context: cross-context runs work.
-    return std::make_unique<xrt_buffer>(xrt::bo(device_, size, f, static_cast<xrt::memory_group>(group_id)), size,
-                                        options_.device_index, group_id);
+    xrt::bo bo;
+    {
+      auto held = noop_lock(noop_);
+      // On the device, not a hardware context: cross-context runs work.
+      bo = xrt::bo(device_, size, f, static_cast<xrt::memory_group>(group_id));
+    }
+    return wrap(std::move(bo), size, group_id);
   } catch (const std::exception& e) {
     throw error(errc::backend_failure, "xrt: allocating " + std::to_string(size) + " bytes in group " +
                                            std::to_string(group_id) + ": " + e.what());
@@ -128,8 +135,12 @@ std::unique_ptr<backend::native_buffer> xrt_device_impl::import_user_memory(void
                                       std::to_string(page) + "-byte page XRT requires");
   try {
     before_xrt_call(xrt_call::bo_import, size);
-    return std::make_unique<xrt_buffer>(xrt::bo(device_, ptr, size, static_cast<xrt::memory_group>(default_group_)),
-                                        size, options_.device_index, default_group_);
+    xrt::bo bo;
+    {
+      auto held = noop_lock(noop_);
+      bo = xrt::bo(device_, ptr, size, static_cast<xrt::memory_group>(default_group_));
+    }
+    return wrap(std::move(bo), size, default_group_);
   } catch (const std::exception& e) {
     throw error(errc::backend_failure, "xrt: importing " + std::to_string(size) + " bytes of user memory at " +
                                            pointer_text(ptr) + ": " + e.what());
@@ -139,26 +150,42 @@ std::unique_ptr<backend::native_buffer> xrt_device_impl::import_user_memory(void
 std::unique_ptr<backend::native_buffer> xrt_device_impl::import_dmabuf(int fd, std::size_t size) {
   // XRT 2.13 has no device::import_bo; xrt::bo(device, export handle)
   // imports a dma-buf fd (on Linux the export handle is the fd).
-  xrt::bo bo;
-  try {
-    bo = xrt::bo(device_, static_cast<xclBufferExportHandle>(fd));
-  } catch (const std::exception& e) {
-    throw error(errc::backend_failure, "xrt: importing dma-buf fd " + std::to_string(fd) + ": " + e.what());
-  }
+  // The bo is an xrt_buffer from the start: every way out frees it as
+  // ~xrt_buffer does (through the noop_guard on the no-op driver).
+  std::unique_ptr<backend::native_buffer> whole;
   std::size_t have = 0;
   try {
-    have = bo.size();
-  } catch (const std::exception&) {
+    xrt::bo bo;
+    {
+      auto held = noop_lock(noop_);
+      bo = xrt::bo(device_, static_cast<xclBufferExportHandle>(fd));
+    }
+    try {
+      have = bo.size();
+    } catch (const std::exception&) {
+    }
+    // The group of an imported dma-buf is not known.
+    whole = wrap(std::move(bo), have, unknown_group);
+  } catch (const std::exception& e) {
+    throw error(errc::backend_failure, "xrt: importing dma-buf fd " + std::to_string(fd) + ": " + e.what());
   }
   if (have < size)
     throw error(errc::out_of_range, "xrt: dma-buf fd " + std::to_string(fd) + " has " + std::to_string(have) +
                                         " bytes, " + std::to_string(size) + " requested");
-  // The group of an imported dma-buf is not known.
-  if (have == size) return std::make_unique<xrt_buffer>(std::move(bo), size, options_.device_index, unknown_group);
+  if (have == size) return whole;
   try {
-    return std::make_unique<xrt_buffer>(xrt::bo(bo, size, 0), bo, 0, size, options_.device_index, unknown_group);
+    return whole->sub(size, 0);
   } catch (const std::exception& e) {
     throw error(errc::backend_failure, "xrt: dma-buf fd " + std::to_string(fd) + " view: " + e.what());
+  }
+}
+
+std::unique_ptr<backend::native_buffer> xrt_device_impl::wrap(xrt::bo&& bo, std::size_t size, int group) {
+  try {
+    return std::make_unique<xrt_buffer>(std::move(bo), size, options_.device_index, group, noop_);
+  } catch (...) {
+    if (noop_) noop_->retire(std::move(bo));  // still ours: the buffer was not made
+    throw;
   }
 }
 

@@ -1,6 +1,8 @@
 // The XRT backend's native kernel (xrt_kernel in xrt_types.hpp): its argument
 // descriptions and its pool of finished xrt::runs (creating one allocates a
-// command buffer; open_options::run_pool_size bounds the pool).
+// command buffer; open_options::run_pool_size bounds the pool). On XRT's
+// no-op driver, making a run and destroying the kernel go through the
+// noop_guard (docs/DESIGN.md, "The no-op driver's buffer map").
 #include <string>
 
 #include "xrt_fault_hook.hpp"
@@ -12,7 +14,7 @@ namespace xrtio::xrt_backend::detail {
 using backend::arg_kind;
 
 xrt_kernel::xrt_kernel(std::shared_ptr<xrt_device_impl> dev, xrt::kernel k, kernel_info info, std::size_t pool_cap)
-    : device_(std::move(dev)), kernel_(std::move(k)), info_(std::move(info)), pool_(pool_cap) {
+    : device_(std::move(dev)), noop_(device_->noop()), kernel_(std::move(k)), info_(std::move(info)), pool_(pool_cap) {
   for (auto& a : info_.args) args_.push_back(describe(a));
 }
 
@@ -33,14 +35,23 @@ backend::arg_desc xrt_kernel::describe(const arg_info& a) {
   return d;
 }
 
-xrt_kernel::~xrt_kernel() = default;  // pooled runs are final (release() checked)
+// Pooled runs are final (release() checked). The last xrt::kernel or
+// xrt::run of a device frees the command buffers XRT cached for it.
+xrt_kernel::~xrt_kernel() {
+  if (noop_) noop_->destroy(std::move(kernel_));
+}
 
 backend::native_run_ptr xrt_kernel::make_run() {
   if (auto* r = pool_.take()) return backend::native_run_ptr(r);
+  xrt::run run;
   try {
     before_xrt_call(xrt_call::run_create);
-    return backend::native_run_ptr(new xrt_run(this, xrt::run(kernel_)));
+    // A command buffer from XRT's cache, or a new one (xclAllocBO, xclMapBO).
+    auto held = noop_lock(noop_);
+    run = xrt::run(kernel_);
+    return backend::native_run_ptr(new xrt_run(this, std::move(run)));
   } catch (const std::exception& e) {
+    if (noop_ && run) noop_->destroy(std::move(run));  // not taken by an xrt_run: not in place either
     throw error(errc::backend_failure, "xrt kernel " + info_.name + ": cannot create a run: " + e.what());
   }
 }

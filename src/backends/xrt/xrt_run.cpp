@@ -1,6 +1,9 @@
 // The XRT backend's native run (xrt_run in xrt_types.hpp): argument checks,
 // start, state, the bounded wait, abort and release, and command_registers,
-// which reads back the start command XRT wrote.
+// which reads back the start command XRT wrote. On XRT's no-op driver,
+// binding a buffer, start, abort and destruction go through the noop_guard
+// (docs/DESIGN.md, "The no-op driver's buffer map"); state and wait do not
+// reach its buffer map.
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
@@ -41,7 +44,18 @@ void keep_forever(xrt::run r) noexcept {
 
 }  // namespace
 
-xrt_run::xrt_run(xrt_kernel* k, xrt::run r) : kernel_(k), run_(std::move(r)), set_(k->args().size(), false) {}
+xrt_run::xrt_run(xrt_kernel* k, xrt::run&& r)
+    : kernel_(k),
+      noop_(k->noop()),
+      packet_(noop_ ? r.get_ert_packet() : nullptr),
+      set_(k->args().size(), false),
+      run_(std::move(r)) {}
+
+xrt_run::~xrt_run() {
+  // Destroying an xrt::run may free its command buffer (xclFreeBO) when
+  // XRT's cache of them is full.
+  if (noop_ && run_) noop_->destroy(std::move(run_));
+}
 
 run_state xrt_run::state() noexcept {
   try {
@@ -73,6 +87,9 @@ backend::abort_outcome xrt_run::abort() {
   // or a non-final state afterwards means the device did not let go.
   try {
     before_xrt_call(xrt_call::run_abort);
+    // The whole abort under the guard: XRT submits an abort command, waits
+    // for it, and frees or caches its command buffer.
+    auto held = noop_lock(noop_);
     auto s = to_run_state(run_.abort(), run_state::running);
     if (is_final(s)) {
       last_.store(s, std::memory_order_relaxed);
@@ -112,6 +129,7 @@ void xrt_run::set_arg(unsigned index, backend::native_buffer& buffer) {
              std::to_string(kernel_->device_index()));
   try {
     before_xrt_call(xrt_call::run_set_arg, index);
+    auto held = noop_lock(noop_);  // XRT asks the driver for the bo's bank and address
     run_.set_arg(static_cast<int>(index), xb->bo());
   } catch (const std::exception& e) {
     fail(errc::backend_failure, index, std::string("XRT refused the buffer: ") + e.what());
@@ -144,12 +162,16 @@ void xrt_run::start() {
       throw error(errc::busy, "xrt kernel " + kernel_->name() + ": start() while the run is " +
                                   std::string(to_string(s)));
   }
+  auto held = noop_lock(noop_);
   try {
     last_.store(run_state::new_, std::memory_order_relaxed);
     before_xrt_call(xrt_call::run_start);
+    if (noop_) noop_->before_submit();
     run_.start();
+    if (noop_) noop_->submitted(packet_);
     started_ = true;
   } catch (const std::exception& e) {
+    if (noop_) noop_->not_submitted(packet_);
     throw error(errc::backend_failure, "xrt kernel " + kernel_->name() + ": start failed: " + e.what());
   }
 }

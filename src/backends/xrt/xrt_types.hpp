@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "noop_guard.hpp"
 #include "xclbin_reader.hpp"
 #include "xrt_api.hpp"
 #include "backends/run_pool.hpp"
@@ -38,15 +39,19 @@ inline std::string quoted(const std::string& s) { return "'" + s + "'"; }
 class xrt_buffer final : public backend::native_buffer {
  public:
   // `group`: the memory group it was allocated in, unknown_group if unknown (group_id_of).
-  xrt_buffer(xrt::bo bo, std::size_t size, unsigned device_index, int group)
-      : bo_(std::move(bo)), root_(bo_), size_(size), device_index_(device_index), group_(group) {}
-  xrt_buffer(xrt::bo bo, xrt::bo root, std::size_t root_offset, std::size_t size, unsigned device_index, int group)
+  // `noop`: the device's noop_guard (nullptr but on the no-op driver).
+  xrt_buffer(xrt::bo bo, std::size_t size, unsigned device_index, int group, noop_guard* noop)
+      : bo_(std::move(bo)), root_(bo_), size_(size), device_index_(device_index), group_(group), noop_(noop) {}
+  xrt_buffer(xrt::bo bo, xrt::bo root, std::size_t root_offset, std::size_t size, unsigned device_index, int group,
+             noop_guard* noop)
       : bo_(std::move(bo)),
         root_(std::move(root)),
         root_offset_(root_offset),
         size_(size),
         device_index_(device_index),
-        group_(group) {}
+        group_(group),
+        noop_(noop) {}
+  ~xrt_buffer() override;
 
   std::size_t size() const noexcept override { return size_; }
   std::byte* map() override;
@@ -67,6 +72,7 @@ class xrt_buffer final : public backend::native_buffer {
   std::size_t size_;
   unsigned device_index_;
   int group_;
+  noop_guard* noop_;
   std::once_flag map_once_;
   std::byte* map_ = nullptr;
 };
@@ -77,8 +83,9 @@ class xrt_kernel;
 
 class xrt_run final : public backend::native_run {
  public:
-  xrt_run(xrt_kernel* k, xrt::run r);
-  ~xrt_run() override = default;
+  // Takes `r` only once nothing else can throw (the caller still owns it if this throws).
+  xrt_run(xrt_kernel* k, xrt::run&& r);
+  ~xrt_run() override;
 
   void set_arg(unsigned index, backend::native_buffer& buffer) override;
   void set_arg(unsigned index, const void* value, std::size_t size) override;
@@ -98,8 +105,10 @@ class xrt_run final : public backend::native_run {
   const backend::arg_desc& expect(unsigned index, backend::arg_kind kind) const;
 
   xrt_kernel* kernel_;
+  noop_guard* noop_;                    // the kernel's
+  const ert_packet* packet_ = nullptr;  // run_'s command (on the no-op driver only, for noop_guard::submitted)
+  std::vector<bool> set_;               // arguments bound since the last release
   xrt::run run_;
-  std::vector<bool> set_;  // arguments bound since the last release
   bool started_ = false;   // start() succeeded since the last release
   std::atomic<run_state> last_{run_state::new_};
 };
@@ -118,11 +127,13 @@ class xrt_kernel final : public backend::native_kernel {
   // Back into the pool (if it has room) or deleted; `r` is final (release() checked).
   void recycle(xrt_run* r) noexcept;
   unsigned device_index() const noexcept;
+  noop_guard* noop() const noexcept { return noop_; }
 
  private:
   backend::arg_desc describe(const arg_info& a);
 
   std::shared_ptr<xrt_device_impl> device_;  // keeps the device (and its program) alive
+  noop_guard* noop_;                         // the device's
   xrt::kernel kernel_;
   kernel_info info_;
   std::vector<backend::arg_desc> args_;
@@ -146,6 +157,8 @@ class xrt_device_impl final : public device, public std::enable_shared_from_this
   unsigned index() const noexcept override { return options_.device_index; }
   bool uses_hw_context() const noexcept override { return XRTIO_XRT_HW_CONTEXT != 0; }
   const xrt::device& native() const noexcept { return device_; }
+  /// The guard of XRT's no-op driver, nullptr on any other (noop_guard.hpp).
+  noop_guard* noop() const noexcept { return noop_; }
 
  private:
   // The constructor's steps, in order.
@@ -156,6 +169,8 @@ class xrt_device_impl final : public device, public std::enable_shared_from_this
   void choose_default_group();
 
   xrt::kernel open_kernel(const std::string& name);
+  // `bo` in an xrt_buffer; a bo that cannot be wrapped is freed as ~xrt_buffer would.
+  std::unique_ptr<backend::native_buffer> wrap(xrt::bo&& bo, std::size_t size, int group);
   std::string all_names() const;
   std::string visible_names() const;
   void check_group(int group_id) const;
@@ -163,6 +178,7 @@ class xrt_device_impl final : public device, public std::enable_shared_from_this
   open_options options_;
   loaded_xclbin program_;
   xrt::device device_;
+  noop_guard* noop_ = nullptr;  // set by open_device()
   xrt::uuid uuid_;
 #if XRTIO_XRT_HW_CONTEXT
   xrt::hw_context hw_context_;
