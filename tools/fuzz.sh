@@ -24,7 +24,8 @@ shift 2
 dir=${XRTIO_FUZZ_BUILD:-build-fuzz}
 bash tools/install-deps.sh
 if [ ! -f "$dir/CMakeCache.txt" ]; then
-  CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+  # -g1: line tables are what a crash's stack (file:line) needs.
+  CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
     -DXRTIO_FUZZ=ON -DXRTIO_BUILD_EXAMPLES=OFF
 fi
 cmake --build "$dir" -j"$(nproc)" --target "fuzz-$target"

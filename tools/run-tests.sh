@@ -8,7 +8,10 @@ dir=${1:-build}
 if [ -n "${XRTIO_SANITIZE:-}" ]; then
   # Sanitizer builds: -O1 without -O2's inlining work keeps the Asio-heavy
   # suites' compile time down on CI's 2 cores; the sanitizers see the same.
-  build_flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g")
+  # -g1 (line tables, no variable info): a sanitizer report's frames still
+  # show file:line, inlined frames too, and full -g's variable tracking made
+  # the ASan+UBSan compile of tests/test_sim.cpp 34.5 CPU-s instead of 18.8.
+  build_flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1")
 else
   build_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 fi
