@@ -83,16 +83,6 @@ qemu_excluded=(
   # It checks in_flight() right after async_execute: the 20 ms run must not
   # have finished yet. Under qemu it had (1 of 13).
   "prepared run rejects a second execution while one is in flight with errc::busy"
-  # A known defect, not yet found: under qemu-user (no io_uring: the file
-  # thread pool runs) one transfer in a few hundred completes only when the
-  # next is submitted, in both reactor modes (bounding the loop's sleep by
-  # max_poll_interval did not change it, so the piece itself waits). These
-  # two cases make the most transfers and failed 1 of 3 to 1 of 8 repeats;
-  # natively the pool path passes in all three builds. docs/DESIGN.md, "File I/O".
-  "file io: random offsets and sizes are read and written exactly, io_uring and thread pool, direct and buffered"
-  "inloop.file io: random offsets and sizes are read and written exactly, io_uring and thread pool, direct and buffered"
-  "file io: a small read the page cache holds is done on the caller's thread and still completes through its executor, never inline"
-  "inloop.file io: a small read the page cache holds is done on the caller's thread and still completes through its executor, never inline"
   # Not timing: the hang watchdog's gdb attaches to the emulator process, so
   # the stacks it prints are qemu's, not the test's (the native CI stages run it).
   "watchdog.hung_test_prints_stacks"
