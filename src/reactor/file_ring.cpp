@@ -87,10 +87,8 @@ class file_ring final : public file_engine {
     io_uring_sqe_set_data64(sqe, cancel_tag);
   }
 
-  bool flush() noexcept override {
-    if (io_uring_sq_ready(&ring_) == 0) return false;
-    io_uring_submit(&ring_);
-    return true;
+  void flush() noexcept override {
+    if (io_uring_sq_ready(&ring_) > 0) io_uring_submit(&ring_);
   }
 
   file_piece* reap() noexcept override {
