@@ -94,13 +94,7 @@ void reactor::complete_orphans() noexcept {
 }
 
 void reactor::access_released() noexcept {
-  // seq_cst, as push() is: this store and wake()'s load of sleeping_ pair
-  // with the loop's store of sleeping_ and its re-reading of the flags
-  // before it sleeps (reactor::sleep, block_begin). With a release store the
-  // load may be done first (a store-load reordering, which x86 performs), so
-  // that both sides miss each other: a run waiting for this lease would then
-  // sleep until a deadline, for ever if it has none.
-  retry_pending_.store(true, std::memory_order_seq_cst);
+  retry_pending_.store(true, std::memory_order_release);
   wake();
 }
 
@@ -179,7 +173,7 @@ void reactor::submit(run_op_base* op) noexcept {
 
 void reactor::cancel(run_op_base* op, asio::cancellation_type t) noexcept {
   op->cancel_bits.fetch_or(static_cast<unsigned>(t), std::memory_order_release);
-  cancel_pending_.store(true, std::memory_order_seq_cst);  // as in access_released()
+  cancel_pending_.store(true, std::memory_order_release);
   wake();
 }
 
@@ -225,14 +219,8 @@ bool reactor::take_requests(clock::time_point now) noexcept {
   bool any = !incoming_.empty();
   if (any) intake();
   if (stopping_.load(std::memory_order_acquire) && !shutting_down_) enter_shutdown(now);
-  // A load first: an exchange takes the cache line exclusive on every pass,
-  // and the spinning loop passes back to back (docs/DESIGN.md, "Intake and
-  // wake-ups"). A flag set just after the load is seen by the next pass, or
-  // by the check before sleeping, as with the exchange alone.
-  if (cancel_pending_.load(std::memory_order_relaxed) && cancel_pending_.exchange(false, std::memory_order_acq_rel))
-    cancel_runs();
-  if (retry_pending_.load(std::memory_order_relaxed) && retry_pending_.exchange(false, std::memory_order_acq_rel))
-    retry_waiting();
+  if (cancel_pending_.exchange(false, std::memory_order_acq_rel)) cancel_runs();
+  if (retry_pending_.exchange(false, std::memory_order_acq_rel)) retry_waiting();
   return any;
 }
 

@@ -62,12 +62,29 @@ void noop_guard::retire(xrt::bo&& bo) noexcept {
 // final only after looking it up: once the last one submitted is final, it
 // has nothing left to look up. (With no completion delay there is no such
 // thread: xclExecBuf marks the command final itself, under our lock.)
-bool noop_guard::idle() const noexcept { return !last_ || state_of(last_) >= ERT_CMD_STATE_COMPLETED; }
+bool noop_guard::idle() const noexcept {
+  if (!last_) return true;
+  // The final states, by name: the values are not ordered (SUBMITTED, 7,
+  // lies among them and is not final).
+  switch (state_of(last_)) {
+    case ERT_CMD_STATE_COMPLETED:
+    case ERT_CMD_STATE_ERROR:
+    case ERT_CMD_STATE_ABORT:
+    case ERT_CMD_STATE_TIMEOUT:
+    case ERT_CMD_STATE_NORESPONSE:
+    case ERT_CMD_STATE_SKERROR:
+    case ERT_CMD_STATE_SKCRASHED:
+      return true;
+    default:
+      return false;
+  }
+}
 
 void noop_guard::wait_idle() noexcept {
   // Bounded by the completion delay: the thread needs nothing from us.
   while (!idle()) std::this_thread::yield();
   last_ = nullptr;  // final: the run may now be destroyed and its command buffer reused
+  retired_.clear();  // and what waited for this moment is freed with it, not left to a later free
 }
 
 void noop_guard::free_retired() noexcept {
