@@ -34,13 +34,15 @@ std::optional<std::vector<plot_block>> write_plot_data(const std::string& dat, c
       bool any = false, p99 = false;
       for (auto& c : cells)
         if (c.latency_us == l && c.contender == n && !c.reps.empty()) {
+          // Two blank lines between blocks (gnuplot's `index`), none after
+          // the last: the data file stays free of trailing blank lines.
+          if (!any && !blocks.empty()) std::fprintf(d, "\n\n");
           std::fprintf(d, "%d %s %s\n", c.c, jnum(c.med.runs_per_s).c_str(),
                        std::isnan(c.med.p99) ? "NaN" : jnum(c.med.p99).c_str());
           any = true;
           p99 = p99 || !std::isnan(c.med.p99);
         }
       if (!any) continue;
-      std::fprintf(d, "\n\n");
       blocks.push_back({l, n, p99});
     }
   std::fclose(d);
