@@ -507,7 +507,6 @@ class counting_context {
     executor prefer(asio::execution::relationship_t::continuation_t) const noexcept { return *this; }
   };
   executor get_executor() { return {this}; }
-  std::thread::id thread_id() const { return thread_.get_id(); }
 
  private:
   void loop() {
