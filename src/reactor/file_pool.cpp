@@ -60,8 +60,11 @@ class file_pool final : public file_engine {
 
   void cancel(file_piece* p) noexcept override {
     // Either the worker sees the flag before it blocks, or this sees the
-    // worker and ends its poll (both seq_cst).
+    // worker and ends its poll (both seq_cst; the fences, on both sides,
+    // because qemu-user 7.2 lets aarch64's seq_cst load pass the seq_cst
+    // store before it: reactor::announce_sleep).
     p->cancelled.store(true, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     int w = p->worker.load(std::memory_order_seq_cst);
     if (w >= 0) {
       std::uint64_t one = 1;
@@ -128,6 +131,7 @@ class file_pool final : public file_engine {
         if (!queue_) queue_tail_ = &queue_;
       }
       p->worker.store(int(i), std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // before perform() reads cancelled (cancel())
       p->result = perform(*p, workers_[i].cancel_fd);
       p->worker.store(-1, std::memory_order_relaxed);
       done_.push(p);

@@ -93,8 +93,18 @@ void reactor::complete_orphans() noexcept {
   }
 }
 
-void reactor::access_released() noexcept {
-  retry_pending_.store(true, std::memory_order_release);
+void reactor::access_released() noexcept { raise(retry_pending_); }
+
+// A request that is only a flag (retry, cancel, a pool completion): store
+// it, then wake(), whose load of sleeping_ must not be done before the store
+// is visible, or the waker and a loop going to sleep can both miss each
+// other (docs/DESIGN.md, "Intake and wake-ups"). A release store allows that
+// reordering (x86 does it); a seq_cst store then a seq_cst load does not in
+// C++, but qemu-user 7.2 emulates aarch64's stlr-then-ldar on x86 without
+// the barrier between them (the fence below is a dmb, which it honours).
+void reactor::raise(std::atomic<bool>& flag) noexcept {
+  flag.store(true, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   wake();
 }
 
@@ -173,8 +183,7 @@ void reactor::submit(run_op_base* op) noexcept {
 
 void reactor::cancel(run_op_base* op, asio::cancellation_type t) noexcept {
   op->cancel_bits.fetch_or(static_cast<unsigned>(t), std::memory_order_release);
-  cancel_pending_.store(true, std::memory_order_release);
-  wake();
+  raise(cancel_pending_);
 }
 
 // A started run joins the runs on the device (at the front, where the next
@@ -219,8 +228,14 @@ bool reactor::take_requests(clock::time_point now) noexcept {
   bool any = !incoming_.empty();
   if (any) intake();
   if (stopping_.load(std::memory_order_acquire) && !shutting_down_) enter_shutdown(now);
-  if (cancel_pending_.exchange(false, std::memory_order_acq_rel)) cancel_runs();
-  if (retry_pending_.exchange(false, std::memory_order_acq_rel)) retry_waiting();
+  // A load first: an exchange takes the cache line exclusive on every pass,
+  // and the spinning loop passes back to back (docs/DESIGN.md, "Intake and
+  // wake-ups"). A flag set just after the load is seen by the next pass, or
+  // by the check before sleeping, as with the exchange alone.
+  if (cancel_pending_.load(std::memory_order_relaxed) && cancel_pending_.exchange(false, std::memory_order_acq_rel))
+    cancel_runs();
+  if (retry_pending_.load(std::memory_order_relaxed) && retry_pending_.exchange(false, std::memory_order_acq_rel))
+    retry_waiting();
   return any;
 }
 
@@ -288,6 +303,17 @@ reactor::drive_result reactor::drive(clock::time_point now) noexcept {
           r.found.next_deadline};
 }
 
+// The loop's side of the handshake with wake(): sleeping_ is visible
+// before the loop reads the requests again. The fence is needed under
+// qemu-user 7.2 only, where a seq_cst store then a seq_cst load (stlr, ldar)
+// could be reordered: a submission then found the loop asleep with its run
+// in incoming_ and wake_pending_ clear, for ever (an aarch64 file test hung
+// in 11 of 30 runs). It costs a barrier per sleep, not per run.
+void reactor::announce_sleep() noexcept {
+  sleeping_.store(true, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
 bool reactor::block_begin() noexcept {
   // A wake-up posted while the driver was awake may already have been run by
   // its own io.poll(), leaving wake_pending_ set with nothing on its way:
@@ -296,7 +322,7 @@ bool reactor::block_begin() noexcept {
   // store publishes the clear): a waker that sees sleeping_ posts anew, and
   // a stale post still queued only ends the next sleep early.
   wake_pending_.store(false, std::memory_order_relaxed);
-  sleeping_.store(true, std::memory_order_seq_cst);
+  announce_sleep();
   if (!incoming_.empty() || cancel_pending_.load() || retry_pending_.load() || stopping_.load() ||
       file_ready_.load() || (file_engine_ && file_engine_->ready())) {
     sleeping_.store(false, std::memory_order_relaxed);
@@ -405,7 +431,7 @@ void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace
 void reactor::sleep(clock::time_point until, std::span<backend::native_device* const> sources) noexcept {
   // Announce the sleep, then look again: a submitter either sees
   // sleeping_ and notifies, or we see its work here.
-  sleeping_.store(true, std::memory_order_seq_cst);
+  announce_sleep();
   if (!incoming_.empty() || cancel_pending_.load() || retry_pending_.load() || stopping_.load() ||
       file_ready_.load() || (file_engine_ && file_engine_->ready())) {
     sleeping_.store(false, std::memory_order_relaxed);

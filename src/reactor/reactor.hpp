@@ -101,6 +101,8 @@ class reactor final : public access_listener {
   void push(run_op_base* op) noexcept;
   void complete_orphans() noexcept;
   void wake() noexcept;
+  void raise(std::atomic<bool>& flag) noexcept;
+  void announce_sleep() noexcept;
   void wake_driver() noexcept;
   void run() noexcept;
   bool take_requests(clock::time_point now) noexcept;
@@ -172,11 +174,13 @@ class reactor final : public access_listener {
   // when tracing or keeping latency histograms (runtime_options).
   std::unique_ptr<run_observer> observer_ = run_observer::make(opts_);
   trace_ring* const trace_ = observer_ ? observer_->trace() : nullptr;
-  // Any thread:
-  atomic_intrusive_stack<run_op_base, &run_op_base::next> incoming_;
+  // Any thread. Every submission writes incoming_ and reads sleeping_: a
+  // cache line of their own, which the loop only reads on its passes.
+  alignas(64) atomic_intrusive_stack<run_op_base, &run_op_base::next> incoming_;
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> wake_pending_{false};
-  std::atomic<bool> cancel_pending_{false};
+  // Rarely set (cancellations, lease releases, stop), read on every pass.
+  alignas(64) std::atomic<bool> cancel_pending_{false};
   std::atomic<bool> retry_pending_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};

@@ -117,10 +117,7 @@ bool reactor::file_engine_ready() noexcept {
   try {
     if (opts_.file_io_uring) file_engine_ = file_engine::make_ring(waiter_.wake_fd());
     if (!file_engine_)
-      file_engine_ = file_engine::make_pool(opts_.file_threads, [this] {
-        file_ready_.store(true, std::memory_order_seq_cst);
-        wake();
-      });
+      file_engine_ = file_engine::make_pool(opts_.file_threads, [this] { raise(file_ready_); });
   } catch (...) {
     return false;
   }

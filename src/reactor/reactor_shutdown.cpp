@@ -53,6 +53,10 @@ reactor::shutdown_step reactor::shutdown_progress(clock::time_point now) noexcep
 // on (stopped_); what raced in before that is completed now.
 void reactor::drain_after_stop() noexcept {
   stopped_.store(true, std::memory_order_seq_cst);
+  // push() reads stopped_ after its CAS; intake's exchange is only acquire,
+  // so the fence puts this store before it for every seq_cst reader (and
+  // under qemu-user keeps the store from passing the exchange's load).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   intake();
   while (auto* op = device_.pop_front()) {  // started by a submitter racing the shutdown
     leave_device(op);

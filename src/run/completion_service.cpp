@@ -56,6 +56,9 @@ void completion_service::shutdown() {
   {
     std::unique_lock lock(registry_->mutex);
     registry_->shut_down.store(true, std::memory_order_seq_cst);
+    // Before posting is read below, even with no op to mark in between
+    // (qemu-user 7.2 reorders a seq_cst store and load: reactor::announce_sleep).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     for (auto* op = registry_->head; op;) {
       auto* n = op->reg_next;
       int expected = run_op_base::pending;
