@@ -119,6 +119,12 @@ struct device_config {
   /// it to the runtime's abort_grace to check that exactly the refused and
   /// overlong aborts were retained (tools/soak).
   std::chrono::nanoseconds long_abort_threshold{0};
+  /// A run that comes due while the unit waiting for it still executes a
+  /// kernel (one that runs long or blocks) starts at most this late, on a
+  /// standby unit: one idle unit wakes this long after the earliest run's
+  /// due time rather than at it. Every other run starts when due, as long
+  /// as a unit is free.
+  std::chrono::nanoseconds standby_lag = std::chrono::milliseconds(1);
 };
 
 struct device_stats {
@@ -127,6 +133,9 @@ struct device_stats {
   std::uint64_t running = 0;
   std::uint64_t started = 0, completed = 0, failed = 0, aborted = 0, abort_refused = 0;
   std::uint64_t long_aborts = 0;  ///< accepted aborts longer than device_config::long_abort_threshold
+  /// Times a compute unit woke up (its timed sleep ended, or a submission or
+  /// a peer woke it): what the device's threads cost the host, per run.
+  std::uint64_t wakeups = 0;
 };
 
 class device;

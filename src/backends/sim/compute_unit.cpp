@@ -1,6 +1,8 @@
 // The simulated device's compute units: each a thread that sleeps until the
 // device's queue has a run due, takes it, and applies its fault (fail, the
-// hangs) or executes its kernel and ends the run. Submission wakes them (sim_device.cpp).
+// hangs) or executes its kernel and ends the run. One idle unit waits for the
+// earliest run; the others stand by or sleep until woken. Submission wakes
+// them (sim_device.cpp).
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -16,22 +18,65 @@ void sim_device_impl::compute_unit(cu_slot& self) {
   ::prctl(PR_SET_TIMERSLACK, precise_timer_slack_ns, 0, 0, 0);  // precise latency model
   std::unique_lock lock(mutex_);
   while (!stopping_) {
-    if (heap_.empty()) {
-      self.sleep_until = clock::time_point::max();
-      self.cv.wait(lock);
-      self.sleep_until = cu_slot::awake;
-      continue;
-    }
     auto now = clock::now();
-    if (heap_.front()->due_ > now) {
-      self.sleep_until = heap_.front()->due_;
-      self.cv.wait_until(lock, self.sleep_until);
-      self.sleep_until = cu_slot::awake;
+    if (heap_.empty() || heap_.front()->due_ > now) {
+      rest(self, lock);
       continue;
     }
     sim_run* r = pop();
-    if (!divert_faulted(r, now)) execute(r, lock);
+    if (divert_faulted(r, now)) continue;
+    keep_standby(self);
+    self.executing = true;
+    execute(r, lock);
+    self.executing = false;
   }
+}
+
+// Under mutex_ (held by `lock`). Sleeps until the earliest queued run is due,
+// unless another unit sleeps until then or earlier: then this one stands by,
+// until standby_lag after it. Had every idle unit slept until the same run,
+// all would wake for it and all but one sleep again: two wake-ups (thread
+// switches, a contended mutex) per run with two units, most of the host CPU
+// a simulated run cost (docs/SERVER.md). Nothing queued: until woken.
+void sim_device_impl::rest(cu_slot& self, std::unique_lock<std::mutex>& lock) {
+  if (heap_.empty()) {
+    self.sleep_until = clock::time_point::max();
+    self.cv.wait(lock);
+  } else {
+    auto due = heap_.front()->due_;
+    bool covered = std::any_of(cus_.begin(), cus_.end(), [&](const auto& cu) {
+      return cu.get() != &self && cu->sleep_until != cu_slot::awake && cu->sleep_until <= due;
+    });
+    auto until = due;
+    if (covered) {
+      // Saturating, and below max() (which means "nothing queued").
+      auto lag = std::max(clock::duration::zero(), std::chrono::duration_cast<clock::duration>(cfg_.standby_lag));
+      auto latest = clock::time_point::max() - clock::duration(1);
+      until = lag >= latest - due ? latest : due + lag;
+    }
+    self.sleep_until = until;
+    self.cv.wait_until(lock, until);
+  }
+  self.sleep_until = cu_slot::awake;
+  ++stats_.wakeups;
+}
+
+// Under mutex_, before `self` executes a run: runs still queued need a unit
+// that comes back for them even if this kernel runs long or blocks (one
+// awake and not in a kernel, or asleep until a time). If none would, one
+// asleep with nothing to wait for is woken; it then waits for the earliest
+// run, or stands by.
+void sim_device_impl::keep_standby(const cu_slot& self) {
+  if (heap_.empty()) return;
+  cu_slot* idle = nullptr;
+  for (auto& cu : cus_) {
+    if (cu.get() == &self) continue;
+    if (cu->coming_back()) return;
+    if (cu->sleep_until == clock::time_point::max()) idle = cu.get();
+  }
+  if (!idle) return;  // every other unit is in a kernel: the first back takes the queue
+  idle->sleep_until = cu_slot::awake;
+  idle->cv.notify_one();
 }
 
 // Under mutex_. A run just taken off the queue whose fault replaces its kernel
