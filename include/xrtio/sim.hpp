@@ -119,12 +119,6 @@ struct device_config {
   /// it to the runtime's abort_grace to check that exactly the refused and
   /// overlong aborts were retained (tools/soak).
   std::chrono::nanoseconds long_abort_threshold{0};
-  /// A run that comes due while the unit waiting for it still executes a
-  /// kernel (one that runs long or blocks) starts at most this late, on a
-  /// standby unit: one idle unit wakes this long after the earliest run's
-  /// due time rather than at it. Every other run starts when due, as long
-  /// as a unit is free.
-  std::chrono::nanoseconds standby_lag = std::chrono::milliseconds(1);
 };
 
 struct device_stats {

@@ -33,50 +33,52 @@ void sim_device_impl::compute_unit(cu_slot& self) {
 }
 
 // Under mutex_ (held by `lock`). Sleeps until the earliest queued run is due,
-// unless another unit sleeps until then or earlier: then this one stands by,
-// until standby_lag after it. Had every idle unit slept until the same run,
-// all would wake for it and all but one sleep again: two wake-ups (thread
-// switches, a contended mutex) per run with two units, most of the host CPU
-// a simulated run cost (docs/SERVER.md). Nothing queued: until woken.
+// unless another unit sleeps until then or earlier: then this one stands by
+// for the next run after it (or, with none queued, until woken). Had every
+// idle unit slept until the same run, all would wake for it and all but one
+// sleep again: two wake-ups (thread switches, a contended mutex) per run with
+// two units, most of the host CPU a simulated run cost (docs/SERVER.md).
+// Runs queued later are covered by wake_for() and keep_standby().
 void sim_device_impl::rest(cu_slot& self, std::unique_lock<std::mutex>& lock) {
-  if (heap_.empty()) {
-    self.sleep_until = clock::time_point::max();
-    self.cv.wait(lock);
-  } else {
+  auto until = clock::time_point::max();
+  if (!heap_.empty()) {
     auto due = heap_.front()->due_;
     bool covered = std::any_of(cus_.begin(), cus_.end(), [&](const auto& cu) {
       return cu.get() != &self && cu->sleep_until != cu_slot::awake && cu->sleep_until <= due;
     });
-    auto until = due;
+    // The second earliest is one of the root's two children in the heap.
+    until = due;
     if (covered) {
-      // Saturating, and below max() (which means "nothing queued").
-      auto lag = std::max(clock::duration::zero(), std::chrono::duration_cast<clock::duration>(cfg_.standby_lag));
-      auto latest = clock::time_point::max() - clock::duration(1);
-      until = lag >= latest - due ? latest : due + lag;
+      until = clock::time_point::max();
+      for (std::size_t i = 1; i < 3 && i < heap_.size(); ++i) until = std::min(until, heap_[i]->due_);
     }
-    self.sleep_until = until;
-    self.cv.wait_until(lock, until);
   }
+  self.sleep_until = until;
+  if (until == clock::time_point::max()) self.cv.wait(lock);
+  else self.cv.wait_until(lock, until);
   self.sleep_until = cu_slot::awake;
   ++stats_.wakeups;
 }
 
-// Under mutex_, before `self` executes a run: runs still queued need a unit
-// that comes back for them even if this kernel runs long or blocks (one
-// awake and not in a kernel, or asleep until a time). If none would, one
-// asleep with nothing to wait for is woken; it then waits for the earliest
-// run, or stands by.
+// Under mutex_, before `self` executes a run: the earliest run still queued
+// needs a unit that looks at the queue by its due time even if this kernel
+// runs long or blocks: one awake and not in a kernel, or asleep until that
+// time or earlier. If none will, the one asleep the longest is woken; it
+// then sleeps until that run (rest). Without this a standby unit asleep for
+// a later run, or with nothing queued, would leave it to this unit, after
+// its kernel.
 void sim_device_impl::keep_standby(const cu_slot& self) {
   if (heap_.empty()) return;
-  cu_slot* idle = nullptr;
+  auto due = heap_.front()->due_;
+  cu_slot* pick = nullptr;
   for (auto& cu : cus_) {
     if (cu.get() == &self) continue;
-    if (cu->coming_back()) return;
-    if (cu->sleep_until == clock::time_point::max()) idle = cu.get();
+    if (cu->sleep_until == cu_slot::awake ? !cu->executing : cu->sleep_until <= due) return;
+    if (cu->sleep_until != cu_slot::awake && (!pick || cu->sleep_until > pick->sleep_until)) pick = cu.get();
   }
-  if (!idle) return;  // every other unit is in a kernel: the first back takes the queue
-  idle->sleep_until = cu_slot::awake;
-  idle->cv.notify_one();
+  if (!pick) return;  // every other unit is in a kernel: the first back takes the queue
+  pick->sleep_until = cu_slot::awake;
+  pick->cv.notify_one();
 }
 
 // Under mutex_. A run just taken off the queue whose fault replaces its kernel

@@ -181,9 +181,6 @@ class sim_device_impl final : public device {
     std::condition_variable cv;
     clock::time_point sleep_until = awake;  // max(): asleep with nothing queued
     bool executing = false;                 // in a kernel, the mutex released (awake)
-    /// Will look at the queue before any run now queued is due, or
-    /// soon after (standby): awake and not in a kernel, or asleep until a time.
-    bool coming_back() const noexcept { return sleep_until == awake ? !executing : sleep_until != clock::time_point::max(); }
   };
 
   // The queues, under mutex_ (sim_device.cpp).
