@@ -127,6 +127,9 @@ struct device_stats {
   std::uint64_t running = 0;
   std::uint64_t started = 0, completed = 0, failed = 0, aborted = 0, abort_refused = 0;
   std::uint64_t long_aborts = 0;  ///< accepted aborts longer than device_config::long_abort_threshold
+  /// Times a compute unit woke up (its timed sleep ended, or a submission or
+  /// a peer woke it): what the device's threads cost the host, per run.
+  std::uint64_t wakeups = 0;
 };
 
 class device;

@@ -1,6 +1,8 @@
 // The simulated device's compute units: each a thread that sleeps until the
 // device's queue has a run due, takes it, and applies its fault (fail, the
-// hangs) or executes its kernel and ends the run. Submission wakes them (sim_device.cpp).
+// hangs) or executes its kernel and ends the run. One idle unit waits for the
+// earliest run; the others stand by or sleep until woken. Submission wakes
+// them (sim_device.cpp).
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -16,22 +18,67 @@ void sim_device_impl::compute_unit(cu_slot& self) {
   ::prctl(PR_SET_TIMERSLACK, precise_timer_slack_ns, 0, 0, 0);  // precise latency model
   std::unique_lock lock(mutex_);
   while (!stopping_) {
-    if (heap_.empty()) {
-      self.sleep_until = clock::time_point::max();
-      self.cv.wait(lock);
-      self.sleep_until = cu_slot::awake;
-      continue;
-    }
     auto now = clock::now();
-    if (heap_.front()->due_ > now) {
-      self.sleep_until = heap_.front()->due_;
-      self.cv.wait_until(lock, self.sleep_until);
-      self.sleep_until = cu_slot::awake;
+    if (heap_.empty() || heap_.front()->due_ > now) {
+      rest(self, lock);
       continue;
     }
     sim_run* r = pop();
-    if (!divert_faulted(r, now)) execute(r, lock);
+    if (divert_faulted(r, now)) continue;
+    keep_standby(self);
+    self.executing = true;
+    execute(r, lock);
+    self.executing = false;
   }
+}
+
+// Under mutex_ (held by `lock`). Sleeps until the earliest queued run is due,
+// unless another unit sleeps until then or earlier: then this one stands by
+// for the next run after it (or, with none queued, until woken). Had every
+// idle unit slept until the same run, all would wake for it and all but one
+// sleep again: two wake-ups (thread switches, a contended mutex) per run with
+// two units, most of the host CPU a simulated run cost (docs/SERVER.md).
+// Runs queued later are covered by wake_for() and keep_standby().
+void sim_device_impl::rest(cu_slot& self, std::unique_lock<std::mutex>& lock) {
+  auto until = clock::time_point::max();
+  if (!heap_.empty()) {
+    auto due = heap_.front()->due_;
+    bool covered = std::any_of(cus_.begin(), cus_.end(), [&](const auto& cu) {
+      return cu.get() != &self && cu->sleep_until != cu_slot::awake && cu->sleep_until <= due;
+    });
+    // The second earliest is one of the root's two children in the heap.
+    until = due;
+    if (covered) {
+      until = clock::time_point::max();
+      for (std::size_t i = 1; i < 3 && i < heap_.size(); ++i) until = std::min(until, heap_[i]->due_);
+    }
+  }
+  self.sleep_until = until;
+  if (until == clock::time_point::max()) self.cv.wait(lock);
+  else self.cv.wait_until(lock, until);
+  self.sleep_until = cu_slot::awake;
+  ++stats_.wakeups;
+}
+
+// Under mutex_, before `self` executes a run: the earliest run still queued
+// needs a unit that looks at the queue by its due time even if this kernel
+// runs long or blocks: one awake and not in a kernel, or asleep until that
+// time or earlier. If none will, the one asleep the longest is woken; it
+// then sleeps until that run (rest). Without this a standby unit asleep for
+// a later run, or with nothing queued, would leave it to this unit, after
+// its kernel.
+void sim_device_impl::keep_standby(const cu_slot& self) {
+  if (heap_.empty()) return;
+  auto due = heap_.front()->due_;
+  cu_slot* pick = nullptr;
+  for (auto& cu : cus_) {
+    if (cu.get() == &self) continue;
+    if (cu->sleep_until == cu_slot::awake ? !cu->executing : cu->sleep_until <= due) return;
+    if (cu->sleep_until != cu_slot::awake && (!pick || cu->sleep_until > pick->sleep_until)) pick = cu.get();
+  }
+  if (!pick) return;  // every other unit is in a kernel: the first back takes the queue
+  pick->sleep_until = cu_slot::awake;
+  pick->cv.notify_one();
 }
 
 // Under mutex_. A run just taken off the queue whose fault replaces its kernel

@@ -157,16 +157,19 @@ backend::abort_outcome sim_device_impl::abort_run(sim_run* r) {
 }
 
 // Under mutex_ (held by `lock`, released only to wake the unit it picks).
-// Wake a compute unit only if none would otherwise pick the run up in
-// time (docs/DESIGN.md, "Backends"): one asleep with nothing due (or due later than this run), and
-// not already woken. Busy units come back to the queue by themselves.
-// Waking on every submission cost a futex wake and usually a context
+// Wake a compute unit only if none would otherwise pick the run up in time
+// (docs/DESIGN.md, "Backends"): none awake outside a kernel (it looks at the
+// queue before it sleeps) and none asleep until this run's due time or
+// earlier. Then the one asleep the longest (nothing due, or standing by) is
+// woken. Waking on every submission cost a futex wake and usually a context
 // switch per run (docs/PERFORMANCE.md).
 void sim_device_impl::wake_for(const sim_run& r, std::unique_lock<std::mutex>& lock) {
   cu_slot* pick = nullptr;
-  for (auto& cu : cus_)
-    if (cu->sleep_until > r.due_ && (!pick || cu->sleep_until > pick->sleep_until)) pick = cu.get();
-  if (!pick) return;
+  for (auto& cu : cus_) {
+    if (cu->sleep_until == cu_slot::awake ? !cu->executing : cu->sleep_until <= r.due_) return;
+    if (cu->sleep_until != cu_slot::awake && (!pick || cu->sleep_until > pick->sleep_until)) pick = cu.get();
+  }
+  if (!pick) return;  // every unit is in a kernel: the first back takes the queue
   pick->sleep_until = cu_slot::awake;  // woken: later submissions need not wake it again
   lock.unlock();
   pick->cv.notify_one();

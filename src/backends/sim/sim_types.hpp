@@ -180,6 +180,7 @@ class sim_device_impl final : public device {
     static constexpr clock::time_point awake = clock::time_point::min();
     std::condition_variable cv;
     clock::time_point sleep_until = awake;  // max(): asleep with nothing queued
+    bool executing = false;                 // in a kernel, the mutex released (awake)
   };
 
   // The queues, under mutex_ (sim_device.cpp).
@@ -196,6 +197,8 @@ class sim_device_impl final : public device {
 
   // The compute units (compute_unit.cpp).
   void compute_unit(cu_slot& self);
+  void rest(cu_slot& self, std::unique_lock<std::mutex>& lock);
+  void keep_standby(const cu_slot& self);
   bool divert_faulted(sim_run* r, clock::time_point now);
   void execute(sim_run* r, std::unique_lock<std::mutex>& lock);
 
