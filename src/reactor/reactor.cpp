@@ -362,10 +362,15 @@ void reactor::attach_driver(void (*waker)(void*), void* ctx) {
 // predicted completion, else sleep.
 void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace) noexcept {
   if (device_.empty() && waiting_.empty()) {
-    if (!files_.empty() && now - pace.last_activity < spin_.budget()) {
-      cpu_relax();  // file completions are reaped every pass
+    // File completions are reaped every pass. Spin too after a pass that
+    // posted file completions: their handlers often issue the next reads at
+    // once (a queue depth > 1 of cached reads goes to the ring together:
+    // file_try_inline), and a sleeping loop costs them a wake-up per batch.
+    if ((!files_.empty() || file_posted_) && now - pace.last_activity < spin_.budget()) {
+      cpu_relax();
       return;
     }
+    file_posted_ = false;
     if (shutting_down_ && files_.empty()) return;
     // Idle: no timer at all, unless file transfers have deadlines (their
     // completions write the wake eventfd, or the pool wakes the loop). With

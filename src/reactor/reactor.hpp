@@ -222,6 +222,7 @@ class reactor final : public access_listener {
   // and file_path_ (read by stats()).
   op_list files_;  // leased transfers with pieces to issue or in flight
   bool file_dirty_ = false;  // something changed: look at every transfer
+  bool file_posted_ = false;  // a transfer completed since the loop last slept: spin, as while in flight
   clock::time_point file_deadline_ = clock::time_point::max();
   unsigned pieces_live_ = 0;
   file_piece* free_pieces_ = nullptr;

@@ -17,6 +17,9 @@ using rc = reactor_counters;
 
 namespace {
 constexpr unsigned piece_block = 64;
+// Cached reads up to this size go to the ring while others of the caller's
+// context are in flight (file_try_inline).
+constexpr std::size_t batch_read_limit = std::size_t(64) << 10;
 std::error_code sys(int e) { return {e, std::system_category()}; }
 bool aligned(std::uint64_t v) { return v % file::direct_alignment == 0; }
 }  // namespace
@@ -57,9 +60,22 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
   auto* f = static_cast<file_op_base*>(op);
   if (op->ph != run_op_base::phase::on_device || f->dir != file_op_base::direction::read || trace_) return false;
   auto& fs = *f->file;
-  if (fs.direct || fs.stream || f->length == 0 || f->length > fs.options.inline_read_limit ||
-      fs.nowait_refused.load(std::memory_order_relaxed) || stopping_.load(std::memory_order_acquire))
+  if (!f->inline_candidate || fs.nowait_refused.load(std::memory_order_relaxed) ||
+      stopping_.load(std::memory_order_acquire))
     return false;
+  // Other reads whose handlers run in the caller's context are in flight
+  // (done or not, their handlers not yet run): a small one joins them on
+  // the ring, where the reads a pass gathers share one io_uring_enter,
+  // instead of costing a system call of its own here. Alone (one read in
+  // flight, a loop of read, await, read) it is done here: no thread hop.
+  // Over batch_read_limit the copy outweighs the system call (1 MiB: ~40 us
+  // against ~1 us), and the ring's pass would only gather a burst of copies
+  // on the loop: done here as before (docs/PERFORMANCE.md, "File I/O").
+  if (f->length <= batch_read_limit && f->registry &&
+      f->registry->inline_candidates.load(std::memory_order_relaxed) > 1) {
+    counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   iovec v{f->memory, f->length};
   ssize_t n = ::preadv2(fs.fd, &v, 1, static_cast<off_t>(f->offset), RWF_NOWAIT);
   if (n < 0) {
@@ -347,7 +363,7 @@ bool reactor::file_scan(clock::time_point now, clock::time_point& next_deadline)
     });
   }
   next_deadline = std::min(next_deadline, file_deadline_);
-  file_engine_->flush();
+  if (file_engine_->flush()) rc::bump(counters_.file_submissions);
   return finished;
 }
 
@@ -386,6 +402,7 @@ void reactor::file_complete(file_op_base* f) noexcept {
   rc::drop(counters_.in_flight);
   f->core.release();
   f->ph = run_op_base::phase::finished;
+  file_posted_ = true;
   done_.push_back(f);
 }
 

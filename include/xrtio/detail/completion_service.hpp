@@ -29,6 +29,13 @@ struct completion_registry {
   // the shutdown reads this after it changed them, so one sees the other.
   std::atomic<unsigned> posting{0};
   std::atomic<bool> shut_down{false};
+  // Registered ops that are inline candidates (run_op_base::inline_candidate):
+  // reads whose handlers will run in this context, from their initiation
+  // until their handler runs. Written under `mutex`, read without it by the
+  // reactor's submission: more than the op itself means other reads of the
+  // caller's context are in flight, and the read goes to the ring with them
+  // rather than being done at once (docs/DESIGN.md, "File I/O").
+  std::atomic<unsigned> inline_candidates{0};
 
   void enter() noexcept { posting.fetch_add(1, std::memory_order_seq_cst); }
   void leave() noexcept {
