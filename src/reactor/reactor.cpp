@@ -362,10 +362,12 @@ void reactor::attach_driver(void (*waker)(void*), void* ctx) {
 // predicted completion, else sleep.
 void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace) noexcept {
   if (device_.empty() && waiting_.empty()) {
-    // File completions are reaped every pass. Spin too after a pass that
-    // posted file completions: their handlers often issue the next reads at
-    // once (a queue depth > 1 of cached reads goes to the ring together:
-    // file_try_inline), and a sleeping loop costs them a wake-up per batch.
+    // File completions are reaped every pass. Spin too, within the spin
+    // budget, once file_complete has posted a completion (file_posted_,
+    // cleared here when the budget is spent): their handlers often issue the
+    // next reads at once (on the ring, small cached reads issued while others
+    // of their context are in flight come to the loop: file_try_inline), and
+    // a sleeping loop costs them a wake-up per batch.
     if ((!files_.empty() || file_posted_) && now - pace.last_activity < spin_.budget()) {
       cpu_relax();
       return;

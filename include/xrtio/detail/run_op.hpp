@@ -86,7 +86,7 @@ class run_op_base {
   // performs it on its file engine instead of a device.
   bool file_io = false;
   // A read the caller's thread may do at once from the page cache (buffered,
-  // not a stream, within file_options::inline_read_limit), set at
+  // not a stream, 1 byte to file_options::inline_read_limit), set at
   // initiation; while registered it counts in its registry's
   // inline_candidates (reg_counted), under the registry's lock.
   bool inline_candidate = false;
