@@ -992,8 +992,9 @@ TEST_CASE("file io: a small read the page cache holds is done on the caller's th
     pool.join();
     CHECK(calls == n);
     CHECK(wrong == 0);
-    // At once while no other read of the pool's was in flight (the first at
-    // least), else through the loop with the others.
+    // At once while no other read whose handler runs on the thread_pool was
+    // in flight (the first at least); else, if the file engine is (or will
+    // be) the ring, declined and read by the loop with the others.
     auto s1 = f.rt.stats();
     if (nowait_works) {
       CHECK(s1.file_inline_reads - s0.file_inline_reads >= 1);
