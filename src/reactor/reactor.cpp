@@ -364,7 +364,7 @@ void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace
   if (device_.empty() && waiting_.empty()) {
     // File completions are reaped every pass. Spin too, within the spin
     // budget, once file_complete has posted a completion (file_posted_,
-    // cleared here when the budget is spent): their handlers often issue the
+    // cleared here once the loop stops spinning): their handlers often issue the
     // next reads at once (on the ring, small cached reads issued while others
     // of their context are in flight come to the loop: file_try_inline), and
     // a sleeping loop costs them a wake-up per batch.

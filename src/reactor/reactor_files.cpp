@@ -51,10 +51,11 @@ void reactor::file_begin(run_op_base* op) noexcept {
 // At submission, on the caller's thread, the lease held: a small buffered
 // read whose range the page cache holds whole is one preadv2(RWF_NOWAIT) here
 // (it copies only cached pages and never blocks), and its completion is
-// posted from here, unless it is declined in favour of the ring (below). A read from the cache would otherwise cost two thread
-// hops (to the loop, which submits it to the ring where it completes inline,
-// and back): at 4 KiB and one read in flight, 16,928 against pread's 983,569
-// reads/s (docs/PERFORMANCE.md, "File I/O"). Returns whether the transfer
+// posted from here, unless it is declined in favour of the ring (below). A
+// read from the cache would otherwise cost two thread hops (to the loop,
+// which submits it to the ring where it completes inline, and back): at
+// 4 KiB and one read in flight, 16,928 against pread's 983,569 reads/s
+// (docs/PERFORMANCE.md, "File I/O"). Returns whether the transfer
 // is complete; otherwise it goes on to the loop as usual, past the bytes
 // read here, if any.
 bool reactor::file_try_inline(run_op_base* op) noexcept {
