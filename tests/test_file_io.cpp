@@ -992,7 +992,14 @@ TEST_CASE("file io: a small read the page cache holds is done on the caller's th
     pool.join();
     CHECK(calls == n);
     CHECK(wrong == 0);
-    if (nowait_works) CHECK(f.rt.stats().file_inline_reads - s0.file_inline_reads == n);
+    // At once while no other read whose handler runs on the thread_pool was
+    // in flight (the first at least); else, if the file engine is (or will
+    // be) the ring, declined and read by the loop with the others.
+    auto s1 = f.rt.stats();
+    if (nowait_works) {
+      CHECK(s1.file_inline_reads - s0.file_inline_reads >= 1);
+      CHECK(s1.file_inline_reads - s0.file_inline_reads + (s1.file_inline_declined - s0.file_inline_declined) == n);
+    }
     CHECK(std::memcmp(buf.map().data(), content.data(), n * 1024) == 0);
   }
   SUBCASE("past the limit, or with the limit 0, the loop reads") {
@@ -1069,6 +1076,162 @@ TEST_CASE("file io: a cached read of up to inline_read_limit (by default one chu
     if (inline_read) CHECK(s1.file_pieces == s0.file_pieces);  // the loop issued nothing
     else CHECK(s1.file_pieces > s0.file_pieces);
     CHECK(s1.file_reads - s0.file_reads == 1);
+  }
+}
+
+namespace {
+// One cached read of `len` bytes at offset 0 into buf[0, len), and from its
+// completion handler `n` more at once (read i: `len` bytes at offset
+// 3 * len * i into buf[len * i, len * (i + 1))), all on `io`; counts the n
+// completions in `done`, short or failed reads (the first's too) in `failed`.
+void fan_out(xrtio::file& file, const xrtio::buffer& buf, asio::io_context& io, int n, int& done, int& failed,
+             std::size_t len = 4096) {
+  xrtio::async_read_file(file, 0, xrtio::out(buf.sub(len, 0)),
+                         asio::bind_executor(io, [&, n, len](std::error_code ec, std::size_t bytes) {
+                           if (ec || bytes != len) ++failed;
+                           for (int i = 1; i <= n; ++i)
+                             xrtio::async_read_file(
+                                 file, std::uint64_t(i) * 3 * len, xrtio::out(buf.sub(len, std::size_t(i) * len)),
+                                 asio::bind_executor(io, [&, len](std::error_code e, std::size_t b) {
+                                   if (e || b != len) ++failed;
+                                   ++done;
+                                 }));
+                         }));
+}
+}  // namespace
+
+TEST_CASE("file io: a cached read alone is done on the caller's thread, but reads issued while others of the "
+          "caller's context are in flight go to the ring, in one submission") {
+  temp_dir dir;
+  auto path = dir.path / "fan";
+  const auto content = random_bytes(1 << 20, 17);
+  write_file(path, content);  // just written: in the page cache
+  auto file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false});
+  std::vector<std::byte> probe(4096);
+  iovec v{probe.data(), probe.size()};
+  if (::preadv2(file.native_handle(), &v, 1, 0, RWF_NOWAIT) != 4096) {
+    MESSAGE("XRTIO-SKIP: preadv2(RWF_NOWAIT) refused here (errno " << errno << "): no read is done inline");
+    return;
+  }
+  constexpr int n = 8;
+  auto check_data = [&](const xrtio::buffer& buf) {
+    CHECK(std::memcmp(buf.map().data(), content.data(), 4096) == 0);
+    for (int i = 1; i <= n; ++i)
+      CHECK(std::memcmp(buf.map().data() + std::size_t(i) * 4096, content.data() + std::size_t(i) * 3 * 4096, 4096) ==
+            0);
+  };
+
+  SUBCASE("either reactor mode: counted") {
+    fixture f;
+    auto buf = f.ctx.alloc((n + 1) * 4096);
+    asio::io_context io;
+    auto s0 = f.rt.stats();
+    int done = 0, failed = 0;
+    fan_out(file, buf, io, n, done, failed);
+    auto until = std::chrono::steady_clock::now() + 30s;
+    while (done < n && std::chrono::steady_clock::now() < until) io.run_one_for(10ms);
+    REQUIRE(done == n);
+    CHECK(failed == 0);
+    check_data(buf);
+    auto s1 = f.rt.stats();
+    CHECK(s1.file_reads - s0.file_reads == n + 1);
+    CHECK(s1.file_inline_reads - s0.file_inline_reads + (s1.file_inline_declined - s0.file_inline_declined) == n + 1);
+    CHECK(s1.file_pieces - s0.file_pieces == s1.file_inline_declined - s0.file_inline_declined);
+    if (s1.file_path == xrtio::file_io_path::io_uring) {
+      // The first read, alone, and the first of the n (its predecessor's
+      // handler was running: no longer in flight) at once; the other n - 1
+      // each found reads of the same io_context in flight.
+      CHECK(s1.file_inline_reads - s0.file_inline_reads == 2);
+      CHECK(s1.file_inline_declined - s0.file_inline_declined == n - 1);
+      CHECK(s1.file_submissions - s0.file_submissions >= 1);
+      CHECK(s1.file_submissions - s0.file_submissions <= n - 1);
+      MESSAGE((n - 1) << " reads sent to the loop in " << s1.file_submissions - s0.file_submissions << " submission(s)");
+    } else {
+      // io_uring refused: reads are declined only until the loop has made
+      // its engine (the options ask for the ring), the pool, at the first.
+      MESSAGE("io_uring refused here: " << s1.file_inline_declined - s0.file_inline_declined << " read(s) declined before the pool was made");
+    }
+    // All handlers have run: a read alone is done at once again.
+    outcome o;
+    xrtio::async_read_file(file, 0, xrtio::out(buf.sub(4096, 0)), record(io, o));
+    run_until(io, o);
+    CHECK(!o.ec);
+    CHECK(f.rt.stats().file_inline_reads - s1.file_inline_reads == 1);
+    CHECK(f.rt.stats().in_flight == 0);
+    // Over 64 KiB the copy outweighs the system call: each done at once
+    // all the same.
+    auto s2 = f.rt.stats();
+    auto big = f.ctx.alloc(3 * (128 << 10));
+    done = 0;
+    fan_out(file, big, io, 2, done, failed, 128 << 10);
+    until = std::chrono::steady_clock::now() + 30s;
+    io.restart();
+    while (done < 2 && std::chrono::steady_clock::now() < until) io.run_one_for(10ms);
+    REQUIRE(done == 2);
+    CHECK(failed == 0);
+    for (std::size_t i = 0; i < 3; ++i)
+      CHECK(std::memcmp(big.map().data() + i * (128 << 10), content.data() + i * 3 * (128 << 10), 128 << 10) == 0);
+    auto s3 = f.rt.stats();
+    CHECK(s3.file_inline_reads - s2.file_inline_reads == 3);
+    CHECK(s3.file_inline_declined == s2.file_inline_declined);
+  }
+  SUBCASE("in-loop, driven by the handlers' own thread: the n - 1 share one io_uring_enter") {
+    // The driver takes requests between handlers: the n - 1 reads the
+    // handler issued reach one pass together.
+    xrtio::runtime rt(xrtio::runtime_options{.reactor_thread = false});
+    auto ctx = sim::open({});
+    ctx.bind(rt);
+    auto buf = ctx.alloc((n + 1) * 4096);
+    asio::io_context io;
+    auto s0 = rt.stats();
+    int done = 0, failed = 0;
+    fan_out(file, buf, io, n, done, failed);
+    xrtio::run(io, rt);  // returns when io runs out of work: every handler has run
+    CHECK(done == n);
+    CHECK(failed == 0);
+    check_data(buf);
+    auto s1 = rt.stats();
+    // The loop makes its engine when it takes in the first declined read,
+    // after the handler returned: all n - 1 were declined even where
+    // io_uring is refused and the pool then does them.
+    CHECK(s1.file_inline_reads - s0.file_inline_reads == 2);
+    CHECK(s1.file_inline_declined - s0.file_inline_declined == n - 1);
+    CHECK(s1.file_pieces - s0.file_pieces == n - 1);
+    CHECK(s1.file_submissions - s0.file_submissions == 1);
+    if (s1.file_path != xrtio::file_io_path::io_uring) MESSAGE("io_uring refused here: the thread pool ran");
+  }
+  SUBCASE("on the thread pool engine nothing is declined: the pool does one pread per piece anyway") {
+    fixture f({}, xrtio::runtime_options{.file_io_uring = false});
+    auto buf = f.ctx.alloc((n + 1) * 4096);
+    asio::io_context io;
+    auto fan = [&](const char* when) {
+      INFO(when);
+      auto s0 = f.rt.stats();
+      int done = 0, failed = 0;
+      io.restart();
+      fan_out(file, buf, io, n, done, failed);
+      auto until = std::chrono::steady_clock::now() + 30s;
+      while (done < n && std::chrono::steady_clock::now() < until) io.run_one_for(10ms);
+      REQUIRE(done == n);
+      CHECK(failed == 0);
+      check_data(buf);
+      auto s1 = f.rt.stats();
+      CHECK(s1.file_inline_reads - s0.file_inline_reads == n + 1);
+      CHECK(s1.file_inline_declined - s0.file_inline_declined == 0);
+      CHECK(s1.file_pieces - s0.file_pieces == 0);
+    };
+    // Before the loop has made its engine: the options say which it will be.
+    fan("no engine yet");
+    CHECK(f.rt.stats().file_path == xrtio::file_io_path::none);
+    // A read through the loop (inline_read_limit 0) makes the pool.
+    auto loop_file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .inline_read_limit = 0});
+    outcome o;
+    xrtio::async_read_file(loop_file, 0, xrtio::out(buf.sub(4096, 0)), record(io, o));
+    io.restart();
+    run_until(io, o);
+    CHECK(!o.ec);
+    REQUIRE(f.rt.stats().file_path == xrtio::file_io_path::thread_pool);
+    fan("the pool made");
   }
 }
 

@@ -67,7 +67,12 @@ struct file_options {
   /// page cache already holds and never blocks: a read the cache holds
   /// whole then completes without the reactor (its handler is still posted
   /// to its executor, never called inline), one it does not goes on as
-  /// usual. 0 = never. Not used while the runtime records a trace.
+  /// usual. 0 = never. Not used while the runtime records a trace, nor, for
+  /// reads of at most 64 KiB on a runtime whose file engine is io_uring,
+  /// while other such candidate reads whose handlers run in the same
+  /// execution context are in flight (registered, handler not yet run):
+  /// those go to the ring together, where the reads of one pass share one
+  /// system call.
   /// The default, one default chunk (1 MiB), spares cached reads up to that
   /// size the two thread hops through the reactor, at the price of the
   /// copy on the calling thread: about 40 us for 1 MiB, during which that

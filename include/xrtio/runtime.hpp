@@ -133,6 +133,12 @@ struct runtime_stats {
   std::uint64_t file_pieces = 0;         ///< requests handed to the ring or the pool
   std::uint64_t file_cancels = 0;        ///< pieces the reactor asked to cancel
   std::uint64_t file_inline_reads = 0;   ///< reads done whole on the caller's thread (file_options::inline_read_limit)
+  /// Reads within inline_read_limit (and 64 KiB) sent to the ring instead,
+  /// because other candidate reads of the caller's context were in flight
+  /// (their pieces then share the ring's submissions). io_uring engine only:
+  /// 0 on the thread pool.
+  std::uint64_t file_inline_declined = 0;
+  std::uint64_t file_submissions = 0;    ///< engine flushes that handed it pieces or cancellations (io_uring: one io_uring_submit each)
   // Registration with the ring (file_options::register_with_ring; io_uring only).
   std::uint64_t file_registered_files = 0;    ///< files registered with the ring (once per file)
   std::uint64_t file_registered_buffers = 0;  ///< buffers' memory registered as fixed buffers (once per allocation)

@@ -100,6 +100,10 @@ std::error_code prepare_file_io(file_op_base& op, std::shared_ptr<file_state> fs
   op.chunk = chunk;
   // A stream's pieces must follow one another: one in flight.
   op.depth = fs->stream ? 1 : fs->options.queue_depth;
+  // What file_try_inline may do at once (it checks the rest at submission);
+  // counted in the handler's context's completion_registry from the op's
+  // registration (launch_run) until it is removed (before its handler runs).
+  op.inline_candidate = reading && !fs->direct && !fs->stream && length > 0 && length <= fs->options.inline_read_limit;
   op.file = std::move(fs);
   req.tracker = access::state(b.buffer)->tracker.get();
   req.begin = b.buffer.offset();

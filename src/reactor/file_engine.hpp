@@ -45,8 +45,11 @@ class file_engine {
   virtual void submit(file_piece* p) noexcept = 0;
   /// Asks the kernel (or worker) to give up `p`; it completes all the same.
   virtual void cancel(file_piece* p) noexcept = 0;
-  /// Hands queued pieces and cancellations to the kernel or the workers.
-  virtual void flush() noexcept = 0;
+  /// Hands queued pieces and cancellations to the kernel or the workers, all
+  /// at once (the ring: one io_uring_submit; the pool: one write to its work
+  /// eventfd for the queued pieces, cancellations being signalled by
+  /// cancel() itself). Returns whether there was anything to hand over.
+  virtual bool flush() noexcept = 0;
   /// Completed pieces, linked through next.
   virtual file_piece* reap() noexcept = 0;
   virtual bool uses_io_uring() const noexcept = 0;

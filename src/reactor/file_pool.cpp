@@ -72,8 +72,8 @@ class file_pool final : public file_engine {
     }
   }
 
-  void flush() noexcept override {
-    if (!pending_) return;
+  bool flush() noexcept override {
+    if (!pending_) return false;
     {
       std::lock_guard lock(mutex_);
       *queue_tail_ = pending_;
@@ -83,6 +83,7 @@ class file_pool final : public file_engine {
     pending_tail_ = &pending_;
     post(pending_count_);
     pending_count_ = 0;
+    return true;
   }
 
   file_piece* reap() noexcept override { return done_.take_all_fifo(); }

@@ -87,8 +87,10 @@ class file_ring final : public file_engine {
     io_uring_sqe_set_data64(sqe, cancel_tag);
   }
 
-  void flush() noexcept override {
-    if (io_uring_sq_ready(&ring_) > 0) io_uring_submit(&ring_);
+  bool flush() noexcept override {
+    if (io_uring_sq_ready(&ring_) == 0) return false;
+    io_uring_submit(&ring_);
+    return true;
   }
 
   file_piece* reap() noexcept override {

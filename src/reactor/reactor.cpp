@@ -362,10 +362,17 @@ void reactor::attach_driver(void (*waker)(void*), void* ctx) {
 // predicted completion, else sleep.
 void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace) noexcept {
   if (device_.empty() && waiting_.empty()) {
-    if (!files_.empty() && now - pace.last_activity < spin_.budget()) {
-      cpu_relax();  // file completions are reaped every pass
+    // File completions are reaped every pass. Spin too, within the spin
+    // budget, once file_complete has posted a completion (file_posted_,
+    // cleared here once the loop stops spinning): their handlers often issue the
+    // next reads at once (on the ring, small cached reads issued while others
+    // of their context are in flight come to the loop: file_try_inline), and
+    // a sleeping loop costs them a wake-up per batch.
+    if ((!files_.empty() || file_posted_) && now - pace.last_activity < spin_.budget()) {
+      cpu_relax();
       return;
     }
+    file_posted_ = false;
     if (shutting_down_ && files_.empty()) return;
     // Idle: no timer at all, unless file transfers have deadlines (their
     // completions write the wake eventfd, or the pool wakes the loop). With

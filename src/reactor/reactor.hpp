@@ -151,6 +151,8 @@ class reactor final : public access_listener {
   bool file_try_inline(run_op_base* op) noexcept;
   void file_intake(run_op_base* op) noexcept;
   bool file_engine_ready() noexcept;
+  // Whether the file engine is, or once made will be, the io_uring ring. Any thread.
+  bool file_engine_is_ring() const noexcept;
   void file_register(file_op_base* f) noexcept;
   void file_pump(file_op_base* f) noexcept;
   void file_stop(file_op_base* f, run_op_base::abort_reason why) noexcept;
@@ -219,9 +221,10 @@ class reactor final : public access_listener {
   void (*driver_waker_)(void*) = nullptr;  // set while a driver is in xrtio::run
   void* driver_ctx_ = nullptr;
   // File transfers. Loop only, but for file_ready_ (set by pool workers)
-  // and file_path_ (read by stats()).
+  // and file_path_ (read by stats() and file_try_inline).
   op_list files_;  // leased transfers with pieces to issue or in flight
   bool file_dirty_ = false;  // something changed: look at every transfer
+  bool file_posted_ = false;  // file_complete posted a transfer since rest() last found the spin budget spent: spin, as while in flight
   clock::time_point file_deadline_ = clock::time_point::max();
   unsigned pieces_live_ = 0;
   file_piece* free_pieces_ = nullptr;

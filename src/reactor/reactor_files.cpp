@@ -17,6 +17,10 @@ using rc = reactor_counters;
 
 namespace {
 constexpr unsigned piece_block = 64;
+// On the io_uring engine, cached reads up to this size go to the ring while
+// other candidate reads of the caller's context are in flight
+// (file_try_inline).
+constexpr std::size_t batch_read_limit = std::size_t(64) << 10;
 std::error_code sys(int e) { return {e, std::system_category()}; }
 bool aligned(std::uint64_t v) { return v % file::direct_alignment == 0; }
 }  // namespace
@@ -47,19 +51,39 @@ void reactor::file_begin(run_op_base* op) noexcept {
 // At submission, on the caller's thread, the lease held: a small buffered
 // read whose range the page cache holds whole is one preadv2(RWF_NOWAIT) here
 // (it copies only cached pages and never blocks), and its completion is
-// posted from here. A read from the cache would otherwise cost two thread
-// hops (to the loop, which submits it to the ring where it completes inline,
-// and back): at 4 KiB and one read in flight, 16,928 against pread's 983,569
-// reads/s (docs/PERFORMANCE.md, "File I/O"). Returns whether the transfer
+// posted from here, unless it is declined in favour of the ring (below). A
+// read from the cache would otherwise cost two thread hops (to the loop,
+// which submits it to the ring where it completes inline, and back): at
+// 4 KiB and one read in flight, 16,928 against pread's 983,569 reads/s
+// (docs/PERFORMANCE.md, "File I/O"). Returns whether the transfer
 // is complete; otherwise it goes on to the loop as usual, past the bytes
 // read here, if any.
 bool reactor::file_try_inline(run_op_base* op) noexcept {
   auto* f = static_cast<file_op_base*>(op);
   if (op->ph != run_op_base::phase::on_device || f->dir != file_op_base::direction::read || trace_) return false;
   auto& fs = *f->file;
-  if (fs.direct || fs.stream || f->length == 0 || f->length > fs.options.inline_read_limit ||
-      fs.nowait_refused.load(std::memory_order_relaxed) || stopping_.load(std::memory_order_acquire))
+  if (!f->inline_candidate || fs.nowait_refused.load(std::memory_order_relaxed) ||
+      stopping_.load(std::memory_order_acquire))
     return false;
+  // Other candidate reads whose handlers run in the caller's context are in
+  // flight (completion_registry::inline_candidates counts this one too; done
+  // or not, their handlers not yet run): a small one joins them on the ring,
+  // where the reads a pass gathers share one io_uring_enter, instead of
+  // costing a system call of its own here. Alone (a loop of read, await,
+  // read) it is done here: no thread hop. Over batch_read_limit the copy
+  // outweighs the system call (1 MiB: ~40 us against ~1 us), and the ring's
+  // pass would only gather a burst of copies on the loop: done here as
+  // before (docs/PERFORMANCE.md, "File I/O"). Only on the ring: the thread
+  // pool does one pread per piece whatever arrives together, so a declined
+  // read would pay the two thread hops and share nothing. The engine is made
+  // at the first transfer the loop takes in; until then file_path_ is none
+  // and the engine the options ask for is the one assumed (io_uring may
+  // still be refused and the pool made: one burst declined for nothing).
+  if (f->length <= batch_read_limit && f->registry && file_engine_is_ring() &&
+      f->registry->inline_candidates.load(std::memory_order_relaxed) > 1) {
+    counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   iovec v{f->memory, f->length};
   ssize_t n = ::preadv2(fs.fd, &v, 1, static_cast<off_t>(f->offset), RWF_NOWAIT);
   if (n < 0) {
@@ -125,6 +149,11 @@ bool reactor::file_engine_ready() noexcept {
                                                                             : file_io_path::thread_pool),
                    std::memory_order_relaxed);
   return true;
+}
+
+bool reactor::file_engine_is_ring() const noexcept {
+  auto path = static_cast<file_io_path>(file_path_.load(std::memory_order_relaxed));
+  return path == file_io_path::none ? opts_.file_io_uring : path == file_io_path::io_uring;
 }
 
 // A transfer whose leases are held joins files_ and gets its first pieces
@@ -347,7 +376,7 @@ bool reactor::file_scan(clock::time_point now, clock::time_point& next_deadline)
     });
   }
   next_deadline = std::min(next_deadline, file_deadline_);
-  file_engine_->flush();
+  if (file_engine_->flush()) rc::bump(counters_.file_submissions);
   return finished;
 }
 
@@ -386,6 +415,7 @@ void reactor::file_complete(file_op_base* f) noexcept {
   rc::drop(counters_.in_flight);
   f->core.release();
   f->ph = run_op_base::phase::finished;
+  file_posted_ = true;
   done_.push_back(f);
 }
 

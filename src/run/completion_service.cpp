@@ -5,8 +5,18 @@
 
 namespace xrtio::detail {
 
+namespace {
+// Under the registry's lock.
+void count_in(completion_registry& r, run_op_base* op) noexcept {
+  if (!op->inline_candidate) return;
+  op->reg_counted = true;
+  r.inline_candidates.store(r.inline_candidates.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+}  // namespace
+
 void completion_registry::add(run_op_base* op) noexcept {
   std::lock_guard lock(mutex);
+  count_in(*this, op);
   op->reg_prev = nullptr;
   op->reg_next = head;
   if (head) head->reg_prev = op;
@@ -16,6 +26,7 @@ void completion_registry::add(run_op_base* op) noexcept {
 bool completion_registry::try_add(run_op_base* op) noexcept {
   std::lock_guard lock(mutex);
   if (shut_down.load(std::memory_order_relaxed)) return false;  // set under this lock
+  count_in(*this, op);
   op->reg_prev = nullptr;
   op->reg_next = head;
   if (head) head->reg_prev = op;
@@ -45,6 +56,10 @@ void register_completion(asio::execution_context& ctx, run_op_base* op) {
 
 void completion_registry::remove(run_op_base* op) noexcept {
   std::lock_guard lock(mutex);
+  if (op->reg_counted) {
+    op->reg_counted = false;
+    inline_candidates.store(inline_candidates.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  }
   if (op->reg_prev) op->reg_prev->reg_next = op->reg_next;
   else if (head == op) head = op->reg_next;
   if (op->reg_next) op->reg_next->reg_prev = op->reg_prev;
@@ -63,6 +78,7 @@ void completion_service::shutdown() {
       auto* n = op->reg_next;
       int expected = run_op_base::pending;
       op->reg_prev = op->reg_next = nullptr;
+      op->reg_counted = false;
       if (op->life.compare_exchange_strong(expected, run_op_base::orphaned)) {
         // Linked through reg_next, not batch_next: the reactor may be
         // grouping this op into a batch right now.
@@ -72,6 +88,7 @@ void completion_service::shutdown() {
       op = n;
     }
     registry_->head = nullptr;
+    registry_->inline_candidates.store(0, std::memory_order_relaxed);
     // A post to this context that is under way must land before it goes.
     registry_->idle.wait(lock, [&] { return registry_->posting.load(std::memory_order_seq_cst) == 0; });
   }

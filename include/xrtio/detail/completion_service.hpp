@@ -29,6 +29,17 @@ struct completion_registry {
   // the shutdown reads this after it changed them, so one sees the other.
   std::atomic<unsigned> posting{0};
   std::atomic<bool> shut_down{false};
+  // Registered ops that are inline candidates (run_op_base::inline_candidate:
+  // buffered, non-stream reads within their file's inline_read_limit) whose
+  // handlers will run in this context, of any file and any runtime, from
+  // their registration (launch_run, before the submission) until their
+  // removal (before the handler runs) or the context's shutdown. Written
+  // under `mutex`, read without it by the reactor's submission: more than
+  // the op itself means other such reads are in flight, and on a runtime
+  // whose file engine is the ring a read of at most 64 KiB goes to the ring
+  // rather than being done at once (docs/DESIGN.md, "File I/O", "Alone at
+  // once, together on the ring", for why the key is the context alone).
+  std::atomic<unsigned> inline_candidates{0};
 
   void enter() noexcept { posting.fetch_add(1, std::memory_order_seq_cst); }
   void leave() noexcept {

@@ -85,6 +85,12 @@ class run_op_base {
   // A file transfer (file_op_base) rather than a kernel run: the reactor
   // performs it on its file engine instead of a device.
   bool file_io = false;
+  // A read the caller's thread may do at once from the page cache (buffered,
+  // not a stream, 1 byte to file_options::inline_read_limit), set at
+  // initiation; while registered it counts in its registry's
+  // inline_candidates (reg_counted), under the registry's lock.
+  bool inline_candidate = false;
+  bool reg_counted = false;
 
   const vtable& vt() const noexcept { return *vt_; }
   /// What the handler receives after the error code.
