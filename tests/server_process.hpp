@@ -65,6 +65,7 @@ class server_process {
   }
 
   unsigned short port() const { return port_; }
+  pid_t pid() const { return pid_; }
 
   /// Sends `sig` and waits (at most `limit`) for the exit. Returns the exit
   /// status (-1 if it had to be killed) and leaves the output in output().

@@ -6,7 +6,7 @@
 # floor all of them stand on, --no-run (the same HTTP stack and buffers, no
 # kernel run), at 1 and 64 connections. Each row also gives wrk's own CPU per
 # request (wrk shares the two cores). The 1024-connection cell runs
-# 1 + LOAD_TEST_RSS_RUNS (4) times: RSS is read after each run. Prints one table and writes it, with the commit and
+# 1 + LOAD_TEST_RSS_RUNS (4) times: RSS and heap in use are read after each. Prints one table and writes it, with the commit and
 # a gnuplot plot, into docs/SERVER.md (between the load-test markers) and
 # docs/perf/server-load.{png,dat}.
 #   tools/load-test.sh [build-dir]      LOAD_TEST_SECONDS=5 (per cell)
@@ -20,7 +20,7 @@ secs=${LOAD_TEST_SECONDS:-5}
 rss_runs=${LOAD_TEST_RSS_RUNS:-4}
 server=$build/examples/server/xrtio-server
 script=tools/load-test/vadd.lua
-for tool in wrk gnuplot; do
+for tool in wrk gnuplot curl; do
   command -v "$tool" >/dev/null || { echo "load-test: $tool not found (bash tools/install-deps.sh installs it)" >&2; exit 1; }
 done
 [ -x "$server" ] || { echo "load-test: $server not built (cmake --build $build)" >&2; exit 1; }
@@ -73,6 +73,18 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$srv_pid/stat"; }
 # passes its own: wrk's, once it has exited).
 children_ticks() { awk '{print $16 + $17}' "/proc/$1/stat"; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$srv_pid/status"; }
+# After a run: "RSS (heap in use)" in KiB, read once the server has been idle
+# for 0.5 s: its heap's free memory goes back after 100 ms without a
+# connection (--idle-trim-ms), so RSS is what is in use plus what glibc keeps
+# below its thresholds; heap in use (mallinfo2, from /metrics) is what a leak
+# would grow. The scrape comes after the RSS: it is a connection of its own.
+mem_after_idle() {
+  sleep 0.5
+  local rss heap
+  rss=$(rss_kib)
+  heap=$(curl -s --max-time 5 "http://127.0.0.1:$port/metrics" | awk '/^xrtio_server_heap_in_use_bytes / {printf "%d", $2 / 1024}')
+  echo "$rss ($heap)"
+}
 
 # One wrk run against the running server: prints
 # "req/s p50 p99 p99.9 cpu_us_per_req errors wrk_cpu_us_per_req".
@@ -105,7 +117,7 @@ commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- examples src incl
 table="$work/table.md"
 dat="$work/server-load.dat"
 {
-  echo "| server | sim latency | connections | req/s | p50 us | p99 us | p99.9 us | server CPU us/req | wrk CPU us/req | errors | RSS KiB after each 1024-connection run |"
+  echo "| server | sim latency | connections | req/s | p50 us | p99 us | p99.9 us | server CPU us/req | wrk CPU us/req | errors | RSS (heap in use) KiB after each 1024-connection run |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
 } > "$table"
 : > "$dat"
@@ -121,13 +133,13 @@ cells() {
     rss="-"
     if [ "$conns" = 1024 ]; then
       # The cell again, LOAD_TEST_RSS_RUNS more times (the row shows the
-      # last): the RSS after each run shows whether memory grows from run
-      # to run (a leak) or moves within a range (malloc's arenas).
-      rss=$(rss_kib)
+      # last): the memory after each run shows whether it grows from run
+      # to run (a leak) or stays.
+      rss=$(mem_after_idle)
       for _ in $(seq 1 "$rss_runs"); do
         read -r rps p50 p99 p999 cpu err2 wcpu < <(drive "$conns")
         err=$((err + err2))
-        rss="$rss / $(rss_kib)"
+        rss="$rss / $(mem_after_idle)"
       done
     fi
     row="| $kind | $lat us | $conns | $rps | $p50 | $p99 | $p999 | $cpu | $wcpu | $err | $rss |"

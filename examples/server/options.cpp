@@ -11,7 +11,7 @@ namespace {
 constexpr const char* usage =
     "usage: xrtio-server --port PORT [--threads N] [--sim-latency-us L] [--baseline] [--inloop] [--no-run]\n"
     "                    [--pool-threads N] [--xrt-noop] [--trace FILE] [--trace-capacity EVENTS] [--deadline-ms MS] [--grace-ms MS]\n"
-    "                    [--budget-bytes B] [--max-body B] [--compute-units N]\n";
+    "                    [--budget-bytes B] [--max-body B] [--compute-units N] [--idle-trim-ms MS]\n";
 
 template <class T>
 bool number(std::string_view s, T& out, T lo, T hi) {
@@ -66,6 +66,9 @@ std::optional<options> parse_options(int argc, char** argv) {
     } else if (a == "--grace-ms") {
       if (!number<long long>(v, n, 0, 3600LL * 1000)) return fail("bad --grace-ms " + std::string(v));
       o.grace = std::chrono::milliseconds(n);
+    } else if (a == "--idle-trim-ms") {
+      if (!number<long long>(v, n, 0, 3600LL * 1000)) return fail("bad --idle-trim-ms " + std::string(v));
+      o.idle_trim = std::chrono::milliseconds(n);
     } else if (a == "--budget-bytes") {
       if (!number<std::size_t>(v, o.budget_bytes, 1, std::size_t{1} << 40)) return fail("bad --budget-bytes " + std::string(v));
     } else if (a == "--max-body") {

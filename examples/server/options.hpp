@@ -25,6 +25,7 @@ struct options {
   std::size_t budget_bytes = 256u << 20;        ///< device memory budget
   std::size_t max_body = 16u << 20;             ///< larger request bodies get 413
   unsigned compute_units = 2;           ///< the simulated device's
+  std::chrono::milliseconds idle_trim{100};     ///< no connection for this long: the heap's free memory goes back (0: never)
 };
 
 /// Parses argv. Returns nullopt after printing usage (to stderr, with the

@@ -23,7 +23,8 @@ http_server::http_server(const options& opts, xrtio::context ctx, kernel_set ker
       io_(static_cast<int>(opts.threads)),
       acceptor_(io_),
       signals_(io_, SIGINT, SIGTERM),
-      waiter_(opts.baseline ? opts.pool_threads : 0, opts.no_run) {
+      waiter_(opts.baseline ? opts.pool_threads : 0, opts.no_run),
+      idle_trim_(io_, opts.idle_trim) {
   asio::ip::tcp::endpoint ep(asio::ip::address_v4::loopback(), opts.port);
   acceptor_.open(ep.protocol());
   acceptor_.set_option(asio::socket_base::reuse_address(true));
@@ -37,12 +38,13 @@ http_server::http_server(const options& opts, xrtio::context ctx, kernel_set ker
 http_server::~http_server() = default;
 
 std::string http_server::metrics() const {
-  return metrics_page(rt_, *ctx_.budget(), counters_);
+  return metrics_page(rt_, *ctx_.budget(), counters_, idle_trim_.trims());
 }
 
 void http_server::forget(std::list<std::weak_ptr<connection>>::iterator it) {
   std::lock_guard lock(connections_mutex_);
   connections_.erase(it);
+  if (connections_.empty()) idle_trim_.idle();
 }
 
 template <class F>
@@ -98,6 +100,7 @@ void http_server::serve(asio::ip::tcp::socket socket) {
   auto c = std::make_shared<connection>(*this, std::move(socket));
   {
     std::lock_guard lock(connections_mutex_);
+    idle_trim_.busy();
     c->registry_entry = connections_.insert(connections_.end(), c);
   }
   auto ex = c->socket_executor();
@@ -110,6 +113,7 @@ asio::awaitable<void> http_server::shutdown_on_signal() {
   std::fprintf(stderr, "xrtio-server: signal %d: shutting down (grace %lld ms)\n", sig,
                static_cast<long long>(opts_.grace.count()));
   draining_.store(true, std::memory_order_release);
+  idle_trim_.stop();
   std::error_code ignored;
   acceptor_.close(ignored);
   for_each_connection([](connection& c) { c.drain(); });

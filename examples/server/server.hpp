@@ -13,6 +13,7 @@
 
 #include "kernel_job.hpp"
 #include "options.hpp"
+#include "heap_idle_trim.hpp"
 #include "run_waiter.hpp"
 #include "server_metrics.hpp"
 
@@ -60,6 +61,7 @@ class http_server {
   std::uint16_t port_ = 0;
   run_waiter waiter_;
   server_counters counters_;
+  heap_idle_trim idle_trim_;
   std::atomic<bool> draining_{false};
   std::mutex connections_mutex_;  // taken once per connection opened or closed, and at shutdown
   std::list<std::weak_ptr<connection>> connections_;

@@ -1,5 +1,7 @@
 #include "server_metrics.hpp"
 
+#include <malloc.h>
+
 #include "xrtio/metrics.hpp"
 
 namespace server {
@@ -39,12 +41,25 @@ void server_counters::append_to(std::string& out) const {
          disconnects_.load(std::memory_order_relaxed));
   metric(out, "xrtio_server_connections", "gauge", "Open client connections.",
          static_cast<std::uint64_t>(std::max<std::int64_t>(0, connections())));
+  // The process's heap as glibc sees it (every arena; mallinfo2 takes each
+  // arena's lock once, on a scrape only). RSS alone cannot tell a leak from
+  // memory the allocator keeps for reuse (the trim threshold, main.cpp): in
+  // use returns to its level after a load if nothing leaks.
+  auto mi = ::mallinfo2();
+  metric(out, "xrtio_server_heap_in_use_bytes", "gauge", "Heap bytes allocated and not freed (malloc'd and mmap'd).",
+         mi.uordblks + mi.hblkhd);
+  metric(out, "xrtio_server_heap_free_bytes", "gauge", "Heap bytes freed but kept by the allocator for reuse.",
+         mi.fordblks);
 }
 
-std::string metrics_page(const xrtio::runtime& rt, const xrtio::memory_budget& budget, const server_counters& c) {
+std::string metrics_page(const xrtio::runtime& rt, const xrtio::memory_budget& budget, const server_counters& c,
+                         std::uint64_t heap_trims) {
   std::string out;
   out = xrtio::metrics_text(rt, &budget);
   c.append_to(out);
+  metric(out, "xrtio_server_heap_trims_total", "counter",
+         "Times the heap's free memory was given back after the server had no connection (--idle-trim-ms).",
+         heap_trims);
   return out;
 }
 

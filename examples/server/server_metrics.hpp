@@ -30,6 +30,7 @@ class server_counters {
 };
 
 /// The whole page.
-std::string metrics_page(const xrtio::runtime& rt, const xrtio::memory_budget& budget, const server_counters& c);
+std::string metrics_page(const xrtio::runtime& rt, const xrtio::memory_budget& budget, const server_counters& c,
+                         std::uint64_t heap_trims);
 
 }  // namespace server

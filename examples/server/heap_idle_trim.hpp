@@ -1,0 +1,40 @@
+// Gives the heap's free memory back to the kernel once the server has had no
+// connection for a while. A burst of connections leaves its working set
+// (read buffers, coroutine frames, request buffers: about 70 MiB at 1024
+// connections) freed but kept by glibc, because main.cpp raises the trim
+// threshold to 64 MiB so that busy periods do not give pages back and fault
+// them in again per request. Idle is the time to return them: RSS then
+// shows what is still in use, and a leak is not hidden behind retention
+// (docs/SERVER.md, "Memory after a load").
+#pragma once
+
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace server {
+
+class heap_idle_trim {
+ public:
+  /// `delay` 0: never trims.
+  heap_idle_trim(asio::io_context& io, std::chrono::milliseconds delay);
+
+  /// The last connection closed: trims after `delay` unless one opens before.
+  void idle();
+  /// A connection opened (any thread): a pending trim will not happen.
+  void busy() noexcept { generation_.fetch_add(1, std::memory_order_relaxed); }
+  /// Cancels a pending trim (shutdown: the io_context need not wait for it).
+  void stop();
+  std::uint64_t trims() const noexcept { return trims_.load(std::memory_order_relaxed); }
+
+ private:
+  std::chrono::milliseconds delay_;
+  asio::strand<asio::io_context::executor_type> strand_;  // the timer's operations, from any io thread
+  asio::steady_timer timer_;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::uint64_t> trims_{0};
+  bool stopped_ = false;  // on strand_
+};
+
+}  // namespace server
