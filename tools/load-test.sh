@@ -73,17 +73,29 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$srv_pid/stat"; }
 # passes its own: wrk's, once it has exited).
 children_ticks() { awk '{print $16 + $17}' "/proc/$1/stat"; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$srv_pid/status"; }
-# After a run: "RSS (heap in use)" in KiB, read once the server has been idle
-# for 0.5 s: its heap's free memory goes back after 100 ms without a
-# connection (--idle-trim-ms), so RSS is what is in use plus what glibc keeps
-# below its thresholds; heap in use (mallinfo2, from /metrics) is what a leak
-# would grow. The scrape comes after the RSS: it is a connection of its own.
+# After a run: "RSS (heap in use)" in KiB, read once the server has trimmed
+# its heap (--idle-trim-ms, 100 ms without a connection: the freed memory
+# goes back to the kernel), so RSS is what is in use plus what glibc keeps
+# resident (the arenas' tops, thread caches); heap in use (mallinfo2, from
+# /metrics) is what a leak would grow. Each scrape is a connection, which
+# calls a pending trim off: the counter is read, then polled every 250 ms
+# (at most 5 s) until a trim after that read. "?" marks a figure not read
+# (no trim seen: RSS before it; /metrics not answered).
+scrape() { curl -s --max-time 5 "http://127.0.0.1:$port/metrics" || true; }
+metric_of() { awk -v m="$1" '$1 == m { printf "%d", $2 }'; }
 mem_after_idle() {
-  sleep 0.5
-  local rss heap
+  local page t0 t rss heap i trimmed="?"
+  page=$(scrape)
+  t0=$(echo "$page" | metric_of xrtio_server_heap_trims_total)
+  for i in $(seq 20); do
+    sleep 0.25
+    page=$(scrape)
+    t=$(echo "$page" | metric_of xrtio_server_heap_trims_total)
+    if [ -n "$t0" ] && [ -n "$t" ] && [ "$t" -gt "$t0" ]; then trimmed=""; break; fi
+  done
   rss=$(rss_kib)
-  heap=$(curl -s --max-time 5 "http://127.0.0.1:$port/metrics" | awk '/^xrtio_server_heap_in_use_bytes / {printf "%d", $2 / 1024}')
-  echo "$rss ($heap)"
+  heap=$(echo "$page" | awk '$1 == "xrtio_server_heap_in_use_bytes" { printf "%d", $2 / 1024 }')
+  echo "$rss$trimmed (${heap:-?})"
 }
 
 # One wrk run against the running server: prints

@@ -47,6 +47,16 @@ void connection::close() {
 
 asio::awaitable<void> connection::serve(std::shared_ptr<connection> self) {
   auto& c = *self;
+  // However the loop ends, an exception included (asio::detached would
+  // swallow it), the connection closes and leaves the registry: shutdown's
+  // count and the heap's idle trim (heap_idle_trim) rely on it.
+  struct leave {
+    connection& c;
+    ~leave() {
+      c.close();
+      c.server_.forget(c.registry_entry);
+    }
+  } on_exit{c};
   asio::error_code ignored;
   c.socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
   for (;;) {
@@ -61,8 +71,6 @@ asio::awaitable<void> connection::serve(std::shared_ptr<connection> self) {
     bool close = !c.parser_.request().keep_alive || c.server_.draining();
     if (!co_await c.respond(a, close) || close) break;
   }
-  c.close();
-  c.server_.forget(c.registry_entry);
 }
 
 // Reads until the parser has a whole request (true), answering a malformed or

@@ -20,9 +20,14 @@ class heap_idle_trim {
   /// `delay` 0: never trims.
   heap_idle_trim(asio::io_context& io, std::chrono::milliseconds delay);
 
-  /// The last connection closed: trims after `delay` unless one opens before.
+  /// The last connection closed: trims after `delay` unless one opens
+  /// before. "Idle" is no connection, not no request: one idle keep-alive
+  /// connection (a scraper, a balancer's pool) keeps the memory in the heap.
+  /// idle() and busy() must be serialized by the caller (the server's
+  /// registry mutex): the strand then arms the timer in their order.
   void idle();
-  /// A connection opened (any thread): a pending trim will not happen.
+  /// A connection opened: a pending trim is called off (one whose handler
+  /// is already past its check still runs: a cost, not an error).
   void busy() noexcept { generation_.fetch_add(1, std::memory_order_relaxed); }
   /// Cancels a pending trim (shutdown: the io_context need not wait for it).
   void stop();

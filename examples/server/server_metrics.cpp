@@ -44,11 +44,13 @@ void server_counters::append_to(std::string& out) const {
   // The process's heap as glibc sees it (every arena; mallinfo2 takes each
   // arena's lock once, on a scrape only). RSS alone cannot tell a leak from
   // memory the allocator keeps for reuse (the trim threshold, main.cpp): in
-  // use returns to its level after a load if nothing leaks.
+  // use returns to its level after a load if nothing leaks. Free counts
+  // what a trim gave back too (madvise keeps the address range): it is the
+  // heap's size, not what is resident.
   auto mi = ::mallinfo2();
   metric(out, "xrtio_server_heap_in_use_bytes", "gauge", "Heap bytes allocated and not freed (malloc'd and mmap'd).",
          mi.uordblks + mi.hblkhd);
-  metric(out, "xrtio_server_heap_free_bytes", "gauge", "Heap bytes freed but kept by the allocator for reuse.",
+  metric(out, "xrtio_server_heap_free_bytes", "gauge", "Free bytes in the heap's arenas, resident or not (a trim gives the pages back but keeps the range).",
          mi.fordblks);
 }
 
