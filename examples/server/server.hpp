@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "heap_idle_trim.hpp"
 #include "kernel_job.hpp"
 #include "options.hpp"
-#include "heap_idle_trim.hpp"
 #include "run_waiter.hpp"
 #include "server_metrics.hpp"
 
