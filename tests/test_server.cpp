@@ -459,7 +459,7 @@ TEST_CASE("server: the heap a burst of connections freed goes back to the kernel
   CHECK(s.stop() == 0);
 }
 
-TEST_CASE("server --idle-trim-ms 0: the heap is never trimmed; a bad value is refused") {
+TEST_CASE("server --idle-trim-ms 0: the heap is never trimmed, and a bad value is refused") {
   CHECK_THROWS_WITH(server_process({"--idle-trim-ms", "-1"}), doctest::Contains("bad --idle-trim-ms -1"));
   CHECK_THROWS_WITH(server_process({"--idle-trim-ms", "soon"}), doctest::Contains("bad --idle-trim-ms soon"));
   server_process s({"--idle-trim-ms", "0"});
