@@ -168,8 +168,9 @@ TEST_CASE("server: every kernel's result is right over one keep-alive connection
 // The socket watch that detects a departed client saw the reactor's stale
 // readiness reports as disconnects, now and then (about 1 in 200 requests on
 // one busy connection): the run was cancelled and the connection dropped.
-TEST_CASE("server: a busy keep-alive client is never taken for a disconnect") {
-  server_process s({});
+namespace {
+void check_busy_client_kept(const std::vector<std::string>& args) {
+  server_process s(args);
   http_client c(s.port());
   auto body = bytes_of(iota_u32(64, 1)) + bytes_of(iota_u32(64, 9));
   int ok = 0;
@@ -184,6 +185,13 @@ TEST_CASE("server: a busy keep-alive client is never taken for a disconnect") {
   CHECK(metric(page, "xrtio_runs_cancelled_total") == 0);
   CHECK(s.stop() == 0);
 }
+}  // namespace
+
+TEST_CASE("server: a busy keep-alive client is never taken for a disconnect") { check_busy_client_kept({}); }
+
+TEST_CASE("server --threads 2: a busy keep-alive client is never taken for a disconnect") {
+  check_busy_client_kept({"--threads", "2"});
+}
 
 TEST_CASE("server --baseline: the same results with blocking start()+wait() on a pool") {
   server_process s({"--baseline", "--pool-threads", "4"});
@@ -191,12 +199,16 @@ TEST_CASE("server --baseline: the same results with blocking start()+wait() on a
   CHECK(s.stop() == 0);
 }
 
-// In-loop mode: no reactor thread; the one io thread runs the runtime's
-// passes between its handlers (xrtio::run). Results, deadlines, a departed
-// client's cancellation and a clean exit all go through that thread.
-TEST_CASE("server --inloop: results, a deadline's 504 and a disconnect's cancellation with the io thread driving the runtime") {
-  server_process s({"--inloop", "--sim-latency-us", "20000"});
-  CHECK(s.output().find("in-loop runtime, 1 io threads") != std::string::npos);
+// Results, a deadline's 504, a departed client's cancellation and a clean
+// exit, in each of the server's modes: in-loop (one io thread, the default:
+// no reactor thread, the io thread runs the runtime's passes between its
+// handlers), and the reactor thread with one or several io threads.
+namespace {
+void check_results_deadline_and_disconnect(std::vector<std::string> args, const std::string& mode) {
+  args.insert(args.end(), {"--sim-latency-us", "20000"});
+  server_process s(args);
+  INFO(s.output());
+  CHECK(s.output().find(mode) != std::string::npos);
   check_every_kernel(s.port());
   CHECK(metric(metrics_of(s.port()), "xrtio_runs_completed_total") == 4);
   http_client c(s.port());
@@ -215,10 +227,29 @@ TEST_CASE("server --inloop: results, a deadline's 504 and a disconnect's cancell
   CHECK(s.stop() == 0);
   CHECK(s.output().find("4 completed, 1 timed out, 1 cancelled") != std::string::npos);
 }
+}  // namespace
 
-TEST_CASE("server --inloop refuses --baseline and more than one io thread") {
+TEST_CASE("server, default (in-loop, one io thread): results, a deadline's 504 and a disconnect's cancellation") {
+  check_results_deadline_and_disconnect({}, "in-loop runtime, 1 io threads");
+}
+
+TEST_CASE("server --inloop: the default mode, asked for by name") {
+  check_results_deadline_and_disconnect({"--inloop"}, "in-loop runtime, 1 io threads");
+}
+
+TEST_CASE("server --threads 2: results, a deadline's 504 and a disconnect's cancellation through the reactor thread and strands") {
+  check_results_deadline_and_disconnect({"--threads", "2"}, "reactor thread, 2 io threads");
+}
+
+TEST_CASE("server --reactor: results, a deadline's 504 and a disconnect's cancellation through the reactor thread on one io thread") {
+  check_results_deadline_and_disconnect({"--reactor"}, "reactor thread, 1 io threads");
+}
+
+TEST_CASE("server: --inloop refuses --baseline, --reactor and more than one io thread, and --reactor refuses --baseline") {
   CHECK_THROWS_WITH(server_process({"--inloop", "--baseline"}), doctest::Contains("exclude each other"));
   CHECK_THROWS_WITH(server_process({"--inloop", "--threads", "2"}), doctest::Contains("--threads must be 1"));
+  CHECK_THROWS_WITH(server_process({"--inloop", "--reactor"}), doctest::Contains("--inloop and --reactor exclude each other"));
+  CHECK_THROWS_WITH(server_process({"--reactor", "--baseline"}), doctest::Contains("--reactor and --baseline exclude each other"));
 }
 
 // --no-run: the same stack (parser, buffers, responses) with no kernel run,

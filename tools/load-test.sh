@@ -2,9 +2,11 @@
 # Load test of xrtio-server against its --baseline (docs/SERVER.md): each
 # server on 127.0.0.1, driven by Debian's wrk (tools/load-test/vadd.lua: POST
 # /v1/vadd, 2 x 64 u32) at 1, 64 and 1024 connections, at sim latency 0 and
-# 50 us: xrtio (reactor thread), xrtio --inloop and the baseline; then the
-# floor all of them stand on, --no-run (the same HTTP stack and buffers, no
-# kernel run), at 1 and 64 connections. Each row also gives wrk's own CPU per
+# 50 us: xrtio (its default: one io thread driving the runtime, in-loop),
+# xrtio --threads 2 (two io threads, strands and the reactor thread) and the
+# baseline (two io threads, as in every earlier table); then the floor all of
+# them stand on, --no-run (the same HTTP stack and buffers, no kernel run, two
+# io threads), at 1 and 64 connections. Each row also gives wrk's own CPU per
 # request (wrk shares the two cores). The 1024-connection cell runs
 # 1 + LOAD_TEST_RSS_RUNS (4) times: RSS and heap in use are read after each. Prints one table and writes it, with the commit and
 # a gnuplot plot, into docs/SERVER.md (between the load-test markers) and
@@ -162,14 +164,14 @@ cells() {
   printf '\n\n' >> "$dat"
   stop_server
 }
-# Data sets, in the plot's order: per latency xrtio, xrtio --inloop, baseline; then the floor.
+# Data sets, in the plot's order: per latency xrtio, xrtio --threads 2, baseline; then the floor.
 for lat in 0 50; do
   cells xrtio "$lat" "1 64 1024"
-  cells "xrtio --inloop" "$lat" "1 64 1024" --inloop
-  cells baseline "$lat" "1 64 1024" --baseline
+  cells "xrtio --threads 2" "$lat" "1 64 1024" --threads 2
+  cells baseline "$lat" "1 64 1024" --baseline --threads 2
 done
 # No kernel run: the HTTP stack and buffers alone (the latency does not apply).
-cells "no run (floor)" 0 "1 64" --no-run
+cells "no run (floor)" 0 "1 64" --no-run --threads 2
 
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
 sched="normal scheduling"
@@ -198,17 +200,17 @@ set xlabel 'connections'
 set title 'sim, L = 0 us: requests per second'
 set ylabel 'req/s'
 d = 'docs/perf/server-load.dat'
-plot d index 0 using 1:2 with linespoints title 'xrtio', '' index 1 using 1:2 with linespoints title 'xrtio --inloop', \\
+plot d index 0 using 1:2 with linespoints title 'xrtio', '' index 1 using 1:2 with linespoints title 'xrtio --threads 2', \\
      '' index 2 using 1:2 with linespoints title 'baseline', '' index 6 using 1:2 with linespoints dt 2 title 'no run (floor)'
 set title 'sim, L = 50 us: requests per second'
-plot d index 3 using 1:2 with linespoints title 'xrtio', '' index 4 using 1:2 with linespoints title 'xrtio --inloop', \\
+plot d index 3 using 1:2 with linespoints title 'xrtio', '' index 4 using 1:2 with linespoints title 'xrtio --threads 2', \\
      '' index 5 using 1:2 with linespoints title 'baseline', '' index 6 using 1:2 with linespoints dt 2 title 'no run (floor)'
 set title 'sim, L = 0 us: latency p99'
 set ylabel 'p99 us'
-plot d index 0 using 1:4 with linespoints title 'xrtio', '' index 1 using 1:4 with linespoints title 'xrtio --inloop', \\
+plot d index 0 using 1:4 with linespoints title 'xrtio', '' index 1 using 1:4 with linespoints title 'xrtio --threads 2', \\
      '' index 2 using 1:4 with linespoints title 'baseline', '' index 6 using 1:4 with linespoints dt 2 title 'no run (floor)'
 set title 'sim, L = 50 us: latency p99'
-plot d index 3 using 1:4 with linespoints title 'xrtio', '' index 4 using 1:4 with linespoints title 'xrtio --inloop', \\
+plot d index 3 using 1:4 with linespoints title 'xrtio', '' index 4 using 1:4 with linespoints title 'xrtio --threads 2', \\
      '' index 5 using 1:4 with linespoints title 'baseline', '' index 6 using 1:4 with linespoints dt 2 title 'no run (floor)'
 unset multiplot
 GP

@@ -1,5 +1,7 @@
 // xrtio-server: kernels over HTTP/1.1 (docs/SERVER.md).
 //   xrtio-server --port PORT [--threads N] [--sim-latency-us L] [--baseline] [--xrt-noop] [--trace FILE]
+// One io thread (the default) drives the runtime itself (in-loop mode);
+// --threads N > 1 (or --reactor) gives the runtime its reactor thread.
 // With --port 0 it binds a free port; either way it prints
 // "listening on 127.0.0.1:PORT" once it accepts connections. --trace FILE
 // records the runs' timeline and writes it as Chrome trace-event JSON on exit.
@@ -68,7 +70,8 @@ int main(int argc, char** argv) {
   try {
     // The completion-to-resume histogram is opt-in (a clock read per run);
     // a server that exports /metrics wants it.
-    // --inloop: no reactor thread; the io thread drives the runtime (server.cpp).
+    // In-loop (one io thread, the default): no reactor thread; the io thread
+    // drives the runtime (server.cpp).
     xrtio::runtime rt(xrtio::runtime_options{.reactor_thread = !opts->inloop,
                                              .trace_capacity = opts->trace_file.empty() ? 0 : opts->trace_capacity,
                                              .latency_histograms = true});
@@ -81,7 +84,7 @@ int main(int argc, char** argv) {
                 opts->no_run     ? "no run: kernels are not run"
                 : opts->baseline ? "baseline: blocking start()+wait() on a thread pool"
                 : opts->inloop ? "xrtio: co_await async_run, in-loop runtime"
-                               : "xrtio: co_await async_run",
+                               : "xrtio: co_await async_run, reactor thread",
                 opts->threads, opts->sim_latency_us, opts->xrt_noop ? ", XRT no-op device" : "");
     std::fflush(stdout);
     srv.run();

@@ -9,7 +9,7 @@ namespace server {
 namespace {
 
 constexpr const char* usage =
-    "usage: xrtio-server --port PORT [--threads N] [--sim-latency-us L] [--baseline] [--inloop] [--no-run]\n"
+    "usage: xrtio-server --port PORT [--threads N] [--sim-latency-us L] [--baseline] [--inloop | --reactor] [--no-run]\n"
     "                    [--pool-threads N] [--xrt-noop] [--trace FILE] [--trace-capacity EVENTS] [--deadline-ms MS] [--grace-ms MS]\n"
     "                    [--budget-bytes B] [--max-body B] [--compute-units N] [--idle-trim-ms MS]\n";
 
@@ -43,6 +43,7 @@ std::optional<options> parse_options(int argc, char** argv) {
     long long n = 0;
     if (a == "--baseline") o.baseline = true;
     else if (a == "--inloop") o.inloop = true;
+    else if (a == "--reactor") o.reactor = true;
     else if (a == "--no-run") o.no_run = true;
     else if (a == "--xrt-noop") o.xrt_noop = true;
     else if (a == "--help" || a == "-h") return fail("help");
@@ -84,7 +85,13 @@ std::optional<options> parse_options(int argc, char** argv) {
   if (!have_port) return fail("--port is required (0 picks a free one)");
   if (o.inloop && o.baseline) return fail("--inloop and --baseline exclude each other (the baseline's runs bypass the runtime)");
   if (o.inloop && threads_given && o.threads != 1) return fail("--inloop drives the runtime from one io thread: --threads must be 1");
+  if (o.inloop && o.reactor) return fail("--inloop and --reactor exclude each other");
+  if (o.reactor && o.baseline) return fail("--reactor and --baseline exclude each other (the baseline's runs bypass the runtime)");
   if (o.inloop) o.threads = 1;
+  // One io thread that serves every connection is the thread in-loop mode is
+  // for: it observes its runs itself, with no reactor thread to wake it
+  // (docs/SERVER.md, "Threading"). Several io threads share the reactor.
+  if (o.threads == 1 && !o.reactor && !o.baseline && !o.no_run) o.inloop = true;
   return o;
 }
 

@@ -11,10 +11,12 @@ namespace server {
 
 struct options {
   std::uint16_t port = 0;               ///< 0: any free port (printed)
-  unsigned threads = 2;                 ///< io_context threads
+  unsigned threads = 1;                 ///< io_context threads
   long sim_latency_us = 0;              ///< fixed device time of each simulated run
   bool baseline = false;                ///< blocking start()+wait() on a thread pool
-  bool inloop = false;                  ///< one io thread drives the runtime (xrtio::run), no reactor thread
+  bool inloop = false;                  ///< one io thread drives the runtime (xrtio::run), no reactor thread:
+                                        ///< the default with one io thread (docs/SERVER.md, "Threading")
+  bool reactor = false;                 ///< --reactor: the runtime's reactor thread even with one io thread
   bool no_run = false;                  ///< requests are served without running their kernel (the HTTP stack's own cost)
   unsigned pool_threads = 16;           ///< the baseline's pool
   bool xrt_noop = false;                ///< XRT's no-op device instead of the simulator

@@ -1,6 +1,7 @@
-// xrtio-server: HTTP/1.1 keep-alive on Asio coroutines. One io_context run by
-// N threads, a strand per connection (docs/SERVER.md says why), one xrtio
-// runtime with its reactor thread for every run.
+// xrtio-server: HTTP/1.1 keep-alive on Asio coroutines. One io_context and
+// one xrtio runtime. By default one thread runs both (in-loop mode); with N
+// io threads each connection gets a strand and the runtime its reactor
+// thread (docs/SERVER.md says why).
 #pragma once
 
 #include <asio.hpp>
