@@ -23,9 +23,16 @@ void aborter::enqueue(backend::native_run* run, std::shared_ptr<abort_ticket> ti
 
 void aborter::work(std::shared_ptr<aborter> a) {
   std::unique_lock lock(a->mutex_);
+  auto ready = [&] { return a->stop_ || !a->queue_.empty(); };
   for (;;) {
     ++a->idle_;
-    a->cv_.wait(lock, [&] { return a->stop_ || !a->queue_.empty(); });
+    if (!a->cv_.wait_for(lock, worker_linger, ready)) {
+      if (a->retire(std::this_thread::get_id())) {
+        --a->idle_;
+        return;
+      }
+      a->cv_.wait(lock, ready);
+    }
     --a->idle_;
     if (a->queue_.empty()) return;
     auto [run, ticket] = std::move(a->queue_.front());
@@ -52,6 +59,20 @@ void aborter::add_worker_if_needed(const std::shared_ptr<aborter>& self) noexcep
   } catch (...) {
     // No thread: the queued abort waits for a busy worker.
   }
+}
+
+// A surplus worker detaches its own thread and leaves the list; it keeps the
+// aborter alive through its shared_ptr until it returns. After stop() the
+// list is empty: the workers are stop()'s to join, and none retires.
+bool aborter::retire(std::thread::id self) noexcept {
+  if (threads_.size() <= workers_kept) return false;
+  for (auto it = threads_.begin(); it != threads_.end(); ++it) {
+    if (it->get_id() != self) continue;
+    it->detach();
+    threads_.erase(it);
+    return true;
+  }
+  return false;
 }
 
 void aborter::stop() noexcept {

@@ -1,9 +1,12 @@
 // Blocking aborts run here, on their own threads, never on the reactor loop
 // (docs/DESIGN.md, invariant 4). One worker per concurrent abort: a slow
 // abort must not hold back the others past their grace period (they would
-// be retained needlessly).
+// be retained needlessly). Workers beyond the first retire once idle for
+// `worker_linger`: a burst of aborts (a thousand clients leaving at once)
+// must not leave a thread per abort behind for good.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -19,6 +22,11 @@ namespace xrtio::detail {
 
 class aborter {
  public:
+  /// How long a surplus idle worker waits for another abort before it ends.
+  static constexpr std::chrono::milliseconds worker_linger{200};
+  /// Workers that never retire (the one start() makes).
+  static constexpr std::size_t workers_kept = 1;
+
   /// Starts one worker; `on_done` runs (under the aborter's lock) after each
   /// abort settled its ticket.
   static std::shared_ptr<aborter> start(std::function<void()> on_done);
@@ -35,6 +43,7 @@ class aborter {
  private:
   static void work(std::shared_ptr<aborter> self);
   void add_worker_if_needed(const std::shared_ptr<aborter>& self) noexcept;  // under mutex_
+  bool retire(std::thread::id self) noexcept;                                 // under mutex_
 
   std::weak_ptr<aborter> self_;
   std::mutex mutex_;
