@@ -1,5 +1,6 @@
 // xrtio-server: kernels over HTTP/1.1 (docs/SERVER.md).
-//   xrtio-server --port PORT [--threads N] [--sim-latency-us L] [--baseline] [--xrt-noop] [--trace FILE]
+//   xrtio-server --port PORT [--threads N] [--sim-latency-us L] [--baseline] [--inloop | --reactor]
+//                [--no-run] [--xrt-noop] [--trace FILE] ... (--help lists every flag; docs/SERVER.md)
 // One io thread (the default) drives the runtime itself (in-loop mode);
 // --threads N > 1 (or --reactor) gives the runtime its reactor thread.
 // With --port 0 it binds a free port; either way it prints

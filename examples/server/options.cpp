@@ -91,7 +91,7 @@ std::optional<options> parse_options(int argc, char** argv) {
   // One io thread that serves every connection is the thread in-loop mode is
   // for: it observes its runs itself, with no reactor thread to wake it
   // (docs/SERVER.md, "Threading"). Several io threads share the reactor.
-  if (o.threads == 1 && !o.reactor && !o.baseline && !o.no_run) o.inloop = true;
+  if (o.threads == 1 && !o.reactor && !o.baseline) o.inloop = true;
   return o;
 }
 

@@ -1,6 +1,8 @@
 // The aborter's workers (see aborter.hpp).
 #include "aborter.hpp"
 
+#include <algorithm>
+
 namespace xrtio::detail {
 
 std::shared_ptr<aborter> aborter::start(std::function<void()> on_done) {
@@ -61,18 +63,37 @@ void aborter::add_worker_if_needed(const std::shared_ptr<aborter>& self) noexcep
   }
 }
 
-// A surplus worker detaches its own thread and leaves the list; it keeps the
-// aborter alive through its shared_ptr until it returns. After stop() the
-// list is empty: the workers are stop()'s to join, and none retires.
+// A surplus worker moves its own thread to retired_ and returns. Someone
+// else joins it: the next worker to retire, or stop(). A retired worker
+// needs the lock no more, and holds no last reference while it is listed:
+// the reactor holds one until stop(), and no worker retires once stop_ is
+// set. So joining it never waits on anything but its return, and stop()
+// leaves no aborter code running behind it when every worker was idle.
 bool aborter::retire(std::thread::id self) noexcept {
   if (threads_.size() <= workers_kept) return false;
-  for (auto it = threads_.begin(); it != threads_.end(); ++it) {
-    if (it->get_id() != self) continue;
-    it->detach();
-    threads_.erase(it);
-    return true;
+  auto it = std::find_if(threads_.begin(), threads_.end(), [&](const std::thread& t) { return t.get_id() == self; });
+  if (it == threads_.end()) return false;
+  join_retired();
+  try {
+    retired_.push_back(std::move(*it));
+  } catch (...) {
+    it->detach();  // no room to list it: it returns on its own
   }
-  return false;
+  threads_.erase(it);
+  return true;
+}
+
+void aborter::join_retired() noexcept {
+  for (auto& t : retired_) t.join();
+  retired_.clear();
+}
+
+// stop() joined or detached every worker; a thread left here would
+// terminate the program as it is destroyed.
+aborter::~aborter() {
+  for (auto* list : {&threads_, &retired_})
+    for (auto& t : *list)
+      if (t.joinable()) t.detach();
 }
 
 void aborter::stop() noexcept {
@@ -83,12 +104,14 @@ void aborter::stop() noexcept {
   }
   cv_.notify_all();
   bool idle;
-  std::vector<std::thread> threads;
+  std::vector<std::thread> threads, retired;
   {
     std::lock_guard lock(mutex_);
     idle = !busy_ && queue_.empty();
     threads.swap(threads_);
+    retired.swap(retired_);
   }
+  for (auto& t : retired) t.join();  // returning already (retire)
   for (auto& t : threads) {
     if (idle) t.join();
     else t.detach();
