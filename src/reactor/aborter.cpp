@@ -64,36 +64,20 @@ void aborter::add_worker_if_needed(const std::shared_ptr<aborter>& self) noexcep
 }
 
 // A surplus worker moves its own thread to retired_ and returns. Someone
-// else joins it: the next worker to retire, or stop(). A retired worker
-// needs the lock no more, and holds no last reference while it is listed:
-// the reactor holds one until stop(), and no worker retires once stop_ is
-// set. So joining it never waits on anything but its return, and stop()
-// leaves no aborter code running behind it when every worker was idle.
+// else joins it: the next worker to retire (so the slot holds one thread at
+// most), or stop(). A retired worker needs the lock no more, and holds no
+// last reference while it is in the slot: the reactor holds one until
+// stop(), and no worker retires once stop_ is set. So joining it never waits
+// on anything but its return, and stop() leaves no aborter code running
+// behind it when every worker was idle.
 bool aborter::retire(std::thread::id self) noexcept {
   if (threads_.size() <= workers_kept) return false;
   auto it = std::find_if(threads_.begin(), threads_.end(), [&](const std::thread& t) { return t.get_id() == self; });
   if (it == threads_.end()) return false;
-  join_retired();
-  try {
-    retired_.push_back(std::move(*it));
-  } catch (...) {
-    it->detach();  // no room to list it: it returns on its own
-  }
+  if (retired_.joinable()) retired_.join();
+  retired_ = std::move(*it);
   threads_.erase(it);
   return true;
-}
-
-void aborter::join_retired() noexcept {
-  for (auto& t : retired_) t.join();
-  retired_.clear();
-}
-
-// stop() joined or detached every worker; a thread left here would
-// terminate the program as it is destroyed.
-aborter::~aborter() {
-  for (auto* list : {&threads_, &retired_})
-    for (auto& t : *list)
-      if (t.joinable()) t.detach();
 }
 
 void aborter::stop() noexcept {
@@ -104,14 +88,15 @@ void aborter::stop() noexcept {
   }
   cv_.notify_all();
   bool idle;
-  std::vector<std::thread> threads, retired;
+  std::vector<std::thread> threads;
+  std::thread retired;
   {
     std::lock_guard lock(mutex_);
     idle = !busy_ && queue_.empty();
     threads.swap(threads_);
     retired.swap(retired_);
   }
-  for (auto& t : retired) t.join();  // returning already (retire)
+  if (retired.joinable()) retired.join();  // returning already (retire)
   for (auto& t : threads) {
     if (idle) t.join();
     else t.detach();

@@ -27,7 +27,6 @@ class aborter {
   /// How many workers stay however long they idle (a count: whichever
   /// workers are left; start() makes the first).
   static constexpr std::size_t workers_kept = 1;
-  ~aborter();
 
   /// Starts one worker; `on_done` runs (under the aborter's lock) after each
   /// abort settled its ticket.
@@ -46,7 +45,6 @@ class aborter {
   static void work(std::shared_ptr<aborter> self);
   void add_worker_if_needed(const std::shared_ptr<aborter>& self) noexcept;  // under mutex_
   bool retire(std::thread::id self) noexcept;                                 // under mutex_
-  void join_retired() noexcept;                                               // under mutex_
 
   std::weak_ptr<aborter> self_;
   std::mutex mutex_;
@@ -56,7 +54,7 @@ class aborter {
   unsigned busy_ = 0;
   unsigned idle_ = 0;
   std::vector<std::thread> threads_;
-  std::vector<std::thread> retired_;  // workers that retired and return (or have returned): joined later
+  std::thread retired_;  // the last worker to retire (returning, or returned): joined by the next, or by stop()
   std::function<void()> on_done_;
 };
 
