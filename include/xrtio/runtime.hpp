@@ -133,11 +133,17 @@ struct runtime_stats {
   std::uint64_t file_pieces = 0;         ///< requests handed to the ring or the pool
   std::uint64_t file_cancels = 0;        ///< pieces the reactor asked to cancel
   std::uint64_t file_inline_reads = 0;   ///< reads done whole on the caller's thread (file_options::inline_read_limit)
-  /// Reads within inline_read_limit (and 64 KiB) sent to the ring instead,
-  /// because other candidate reads of the caller's context were in flight
-  /// (their pieces then share the ring's submissions). io_uring engine only:
-  /// 0 on the thread pool.
+  /// Reads within inline_read_limit (and 64 KiB) not done alone at once,
+  /// because other candidate reads of the caller's context were in flight:
+  /// gathered instead (below), or sent to the ring, where their pieces share
+  /// submissions. io_uring engine only: 0 on the thread pool.
   std::uint64_t file_inline_declined = 0;
+  /// Declined reads done whole on a thread running their handlers' context,
+  /// together: with a reactor thread, the reads a handler issues are
+  /// gathered and, once it returns, read with one io_uring submission
+  /// (RWF_NOWAIT) on that thread; a read not all cached goes to the ring.
+  std::uint64_t file_gathered_reads = 0;
+  std::uint64_t file_gathered_submissions = 0;  ///< the submissions that read them
   std::uint64_t file_submissions = 0;    ///< engine flushes that handed it pieces or cancellations (io_uring: one io_uring_submit each)
   // Registration with the ring (file_options::register_with_ring; io_uring only).
   std::uint64_t file_registered_files = 0;    ///< files registered with the ring (once per file)

@@ -17,7 +17,7 @@
 
 #include "cpu_relax.hpp"
 #include "reactor.hpp"
-#include "util/static_block_pool.hpp"
+#include "xrtio/detail/static_block_pool.hpp"
 
 namespace xrtio {
 

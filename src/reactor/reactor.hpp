@@ -73,6 +73,12 @@ class reactor final : public access_listener {
   /// errc::busy when another driver is attached.
   void attach_driver(void (*waker)(void*), void* ctx);
 
+  // Reads gathered on a caller's thread (gathered_reads.cpp), from the
+  // thread that flushes them: a read's outcome (true: finished here, to be
+  // posted; false: handed to the loop), and a submission that read some.
+  bool file_gathered(file_op_base* f, int res) noexcept;
+  void count_gathered_submission() noexcept;
+
  private:
   using op_list = intrusive_queue<run_op_base, &run_op_base::next>;
 
@@ -149,6 +155,7 @@ class reactor final : public access_listener {
   // reactor_files.cpp: file transfers (file_op_base ops).
   void file_begin(run_op_base* op) noexcept;
   bool file_try_inline(run_op_base* op) noexcept;
+  void to_loop(file_op_base* f) noexcept;
   void file_intake(run_op_base* op) noexcept;
   bool file_engine_ready() noexcept;
   // Whether the file engine is, or once made will be, the io_uring ring. Any thread.

@@ -17,9 +17,11 @@ struct reactor_counters {
       file_bytes_read{0}, file_bytes_written{0}, file_pieces{0}, file_cancels{0}, files_registered{0}, buffers_registered{0},
       registrations_refused{0}, pieces_fixed_file{0}, pieces_fixed_buffer{0}, file_submissions{0};
 
-  // Written by submitting threads (file_try_inline), so added atomically;
-  // snapshot() folds them into the loop's counters.
-  counter inline_reads{0}, inline_bytes{0}, inline_declined{0};
+  // Written by submitting threads (file_try_inline) and by the threads that
+  // flush gathered reads, so added atomically; snapshot() folds them into
+  // the loop's counters.
+  counter inline_reads{0}, inline_bytes{0}, inline_declined{0}, gathered_reads{0}, gathered_bytes{0},
+      gathered_submissions{0};
 
   /// Single writer: adds without a locked instruction.
   static void bump(counter& c, std::uint64_t by = 1) noexcept {
@@ -40,11 +42,13 @@ struct reactor_counters {
     s.file_registrations_refused = v(registrations_refused);
     s.file_pieces_fixed_file = v(pieces_fixed_file), s.file_pieces_fixed_buffer = v(pieces_fixed_buffer);
     s.file_submissions = v(file_submissions), s.file_inline_declined = v(inline_declined);
-    // Inline reads never pass the loop: each is submitted, completed and a
-    // finished read at once.
-    auto in = v(inline_reads);
-    s.submitted += in, s.completed += in, s.file_reads += in, s.file_inline_reads = in;
-    s.file_bytes_read += v(inline_bytes);
+    // Inline and gathered reads never pass the loop: each is submitted,
+    // completed and a finished read at once.
+    auto in = v(inline_reads), ga = v(gathered_reads);
+    s.submitted += in + ga, s.completed += in + ga, s.file_reads += in + ga;
+    s.file_inline_reads = in, s.file_gathered_reads = ga;
+    s.file_bytes_read += v(inline_bytes) + v(gathered_bytes);
+    s.file_gathered_submissions = v(gathered_submissions);
     return s;
   }};
 

@@ -56,8 +56,8 @@ void reactor::file_begin(run_op_base* op) noexcept {
 // which submits it to the ring where it completes inline, and back): at
 // 4 KiB and one read in flight, 16,928 against pread's 983,569 reads/s
 // (docs/PERFORMANCE.md, "File I/O"). Returns whether the transfer
-// is complete; otherwise it goes on to the loop as usual, past the bytes
-// read here, if any.
+// is complete or gathered; otherwise it goes on to the loop as usual, past
+// the bytes read here, if any.
 bool reactor::file_try_inline(run_op_base* op) noexcept {
   auto* f = static_cast<file_op_base*>(op);
   if (op->ph != run_op_base::phase::on_device || f->dir != file_op_base::direction::read || trace_) return false;
@@ -79,10 +79,17 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
   // at the first transfer the loop takes in; until then file_path_ is none
   // and the engine the options ask for is the one assumed (io_uring may
   // still be refused and the pool made: one burst declined for nothing).
+  //
+  // With a reactor thread, the ring is another thread's: a declined read
+  // whose handler's context this thread runs (we are inside one of its
+  // handlers) is gathered with the others this handler issues and read with
+  // them once it returns, here, in one submission, with no thread hop
+  // (gathered_reads.cpp; run_op's gather). In-loop, this thread is the
+  // loop's: the reads it declines reach the ring together at its next pass.
   if (f->length <= batch_read_limit && f->registry && file_engine_is_ring() &&
       f->registry->inline_candidates.load(std::memory_order_relaxed) > 1) {
     counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
-    return false;
+    return !driven() && op->vt().gather(op);
   }
   iovec v{f->memory, f->length};
   ssize_t n = ::preadv2(fs.fd, &v, 1, static_cast<off_t>(f->offset), RWF_NOWAIT);

@@ -28,10 +28,37 @@
 #include "xrtio/detail/concrete_executor.hpp"
 #include "xrtio/detail/run_core.hpp"
 #include "xrtio/detail/run_observer.hpp"
+#include "xrtio/detail/static_block_pool.hpp"
 
 namespace xrtio::detail {
 
 class run_op_base;
+
+/// Reads what `reg` gathered, on the calling thread (src/reactor/gathered_reads.cpp).
+void flush_gathered_reads(completion_registry& reg) noexcept;
+
+/// The flush of a context's gathered reads, deferred to a handler's executor
+/// (run_op::gather). Destroyed unrun (the executor's context shut down), it
+/// flushes all the same: the reads hold leases, and other contexts' runs may
+/// wait for them; their handlers are then destroyed as any orphan's.
+class gathered_flush {
+ public:
+  using allocator_type = static_block_allocator<void>;
+  explicit gathered_flush(std::shared_ptr<completion_registry> r) noexcept : reg_(std::move(r)) {}
+  gathered_flush(gathered_flush&&) noexcept = default;
+  gathered_flush& operator=(gathered_flush&&) = delete;
+  ~gathered_flush() {
+    if (reg_) flush_gathered_reads(*reg_);
+  }
+  allocator_type get_allocator() const noexcept { return {}; }
+  void operator()() {
+    auto r = std::move(reg_);
+    flush_gathered_reads(*r);
+  }
+
+ private:
+  std::shared_ptr<completion_registry> reg_;
+};
 
 
 class run_op_base {
@@ -48,6 +75,11 @@ class run_op_base {
     void (*post_batch)(run_op_base* head) noexcept;  // head->batch_next... all same type and executor
     void (*destroy_handler)(run_op_base*) noexcept;  // orphaned: handler and work, not the op
     void (*free)(run_op_base*) noexcept;             // orphaned and finished: the op's storage
+    // A declined read (reactor thread mode): if the handler's executor runs
+    // on this thread, adds the op to its context's gathered reads (deferring
+    // their flush to that executor when it is the first) and returns true;
+    // else false, having done nothing.
+    bool (*gather)(run_op_base*) noexcept;
   };
 
   run_op_base(const vtable* vt, xrtio::kernel k, std::span<arg_slot> s, std::span<access_request> r) noexcept
@@ -308,7 +340,41 @@ class run_op final : public Base {
   }
   static void free_op(run_op_base* base) noexcept { destroy(static_cast<run_op*>(base)); }
 
-  static inline const run_op_base::vtable table{&same_executor, &post_batch, &destroy_handler, &free_op};
+  // See run_op_base::vtable::gather. On the handler's thread, inside one of
+  // its handlers (running_in_this_thread): so the flush, deferred as a
+  // continuation (an io_context keeps it in the thread's private queue: no
+  // lock, no wake-up), runs once the current handler returns. Executors that
+  // cannot say where they run (a user's own type, system_executor) are never
+  // gathered: their reads go to the loop.
+  static bool gather(run_op_base* base) noexcept {
+    auto* o = static_cast<run_op*>(base);
+    if (!o->registry) return false;
+    bool here = false;
+    with_concrete_executor(*o->work_, [&](const auto& e) {
+      if constexpr (requires { e.running_in_this_thread(); }) here = e.running_in_this_thread();
+    });
+    if (!here) return false;
+    // Copied before the push: from then on another thread running the
+    // context may flush, complete and free the op.
+    auto ex = asio::prefer(*o->work_, asio::execution::outstanding_work.untracked);
+    std::shared_ptr<completion_registry> reg = o->registry;
+    if (!reg->gather_push(o)) return true;  // a flush is on its way
+    gathered_flush flush(std::move(reg));
+    try {
+      with_concrete_executor(ex, [&](const auto& e) {
+        asio::execution::execute(
+            asio::prefer(asio::require(e, asio::execution::blocking.never), asio::execution::relationship.continuation,
+                         asio::execution::allocator(static_block_allocator<void>())),
+            std::move(flush));
+      });
+    } catch (...) {
+      // Not deferred (out of memory): `flush`, if still holding the
+      // registry, reads them now, on this thread, as it goes.
+    }
+    return true;
+  }
+
+  static inline const run_op_base::vtable table{&same_executor, &post_batch, &destroy_handler, &free_op, &gather};
 
   std::array<arg_slot, NSlots> slots_{};
   std::array<access_request, NReqs == 0 ? 1 : NReqs> reqs_{};

@@ -2,7 +2,10 @@
 // with one atomic operation, and a stateless allocator over it. For handler
 // memory that Asio would otherwise take from the heap every time: an
 // operation started outside any handler (the in-loop driver's ring watch,
-// armed between io.poll() calls) gets no recycled memory from Asio. The
+// armed between io.poll() calls) gets no recycled memory from Asio, and a
+// function given to an executor's execute() (the flush of gathered reads,
+// run_op.hpp) is allocated with the executor's allocator, std::allocator
+// unless one is asked for. The
 // allocator holds no pointer, so an operation that outlives whoever started
 // it (its io_context may run or destroy it later) frees into a pool that is
 // always there. Requests larger than a block, or made while every block is

@@ -1,0 +1,115 @@
+// Reads gathered on a caller's thread (docs/DESIGN.md, "File I/O",
+// "Gathered on the caller's thread"): in reactor-thread mode, small cached
+// reads a handler issues while others of its context are in flight are not
+// done one system call each at once, nor sent to the loop (two thread hops
+// per batch: the loop's wake-up to submit, the io thread's to complete).
+// They wait in their context's completion registry until the current
+// handler returns; then a flush deferred to the handler's executor reads
+// them all with one io_uring submission on that thread (caller_ring) and
+// posts their completions there. A read the page cache does not hold whole
+// comes back -EAGAIN at once and goes on to the loop, past what was read.
+#include <array>
+#include <cerrno>
+
+#include "caller_ring.hpp"
+#include "executor_batcher.hpp"
+#include "file/file_state.hpp"
+#include "reactor.hpp"
+
+namespace xrtio::detail {
+
+void flush_gathered_reads(completion_registry& reg) noexcept {
+  // Oldest first: the order the handler issued them.
+  run_op_base* lifo = reg.gathered.exchange(nullptr, std::memory_order_acquire);
+  run_op_base* ops = nullptr;
+  while (lifo) {
+    auto* n = lifo->next;
+    lifo->next = ops;
+    ops = lifo;
+    lifo = n;
+  }
+  while (ops) {
+    std::array<file_op_base*, caller_ring::entries> batch;
+    std::array<caller_ring::request, caller_ring::entries> rq;
+    unsigned n = 0;
+    while (ops && n < caller_ring::entries) {
+      auto* f = static_cast<file_op_base*>(ops);
+      ops = ops->next;
+      if (f->cancel_bits.load(std::memory_order_acquire)) {
+        // Cancelled while gathered: not read; the loop withdraws it.
+        f->rx->file_gathered(f, -ECANCELED);
+        continue;
+      }
+      batch[n] = f;
+      rq[n] = {f->file->fd, f->memory, static_cast<unsigned>(f->length), f->offset, -ECANCELED};
+      ++n;
+    }
+    if (n == 0) continue;
+    if (auto* ring = caller_ring::of_this_thread()) ring->read_all({rq.data(), n});
+    run_op_base* done = nullptr;
+    run_op_base** tail = &done;
+    reactor* counted = nullptr;
+    unsigned max_batch = batch[0]->rx->options().max_batch;
+    for (unsigned i = 0; i < n; ++i) {
+      reactor& rx = *batch[i]->rx;
+      if (rq[i].result != -ECANCELED && &rx != counted) {
+        rx.count_gathered_submission();  // each runtime with a read in it counts the submission
+        counted = &rx;
+      }
+      if (rx.file_gathered(batch[i], rq[i].result)) {
+        batch[i]->next = nullptr;
+        *tail = batch[i];
+        tail = &batch[i]->next;
+      }
+    }
+    if (done) executor_batcher::post_all(done, max_batch);
+  }
+}
+
+void reactor::count_gathered_submission() noexcept {
+  counters_.gathered_submissions.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Any thread (the flush's). The read's outcome: finished whole here (true:
+// the caller posts it), or handed to the loop, which reads the rest and
+// reports any error (as for a read declined there at submission).
+bool reactor::file_gathered(file_op_base* f, int res) noexcept {
+  if (res < 0 || std::size_t(res) < f->length) {
+    // -EAGAIN: not all cached. -EOPNOTSUPP, -EINVAL: no NOWAIT reads on
+    // this file or kernel (no more inline candidates from it).
+    // -ECANCELED: not submitted. Others: the loop's own request reports them.
+    if (res == -EOPNOTSUPP || res == -EINVAL) f->file->nowait_refused.store(true, std::memory_order_relaxed);
+    if (res > 0) f->issued = f->done = std::size_t(res);
+    to_loop(f);
+    return false;
+  }
+  try {
+    f->native->sync(backend::sync_direction::to_device, f->length, 0);
+  } catch (...) {
+    f->issued = f->done = f->length;  // the loop's completion syncs again and reports the error
+    to_loop(f);
+    return false;
+  }
+  f->bytes = f->length;
+  f->ec = {};
+  f->result = {};
+  counters_.gathered_reads.fetch_add(1, std::memory_order_relaxed);
+  counters_.gathered_bytes.fetch_add(f->length, std::memory_order_relaxed);
+  f->core.release();  // invariant 2: the copy is done, nothing else writes the range
+  f->ph = run_op_base::phase::finished;
+  return true;
+}
+
+// A gathered read the loop takes over. A cancellation that came while it
+// was gathered found it in none of the loop's lists: raised again, so that
+// the loop's next pass sees its bits (one that comes later raises its own).
+// Once pushed the op may be finished and freed at once, and with it what
+// may be the last reference to this reactor (its runtime gone): kept here.
+void reactor::to_loop(file_op_base* f) noexcept {
+  std::shared_ptr<reactor> keep = f->rx;
+  bool cancelled = f->cancel_bits.load(std::memory_order_acquire) != 0;
+  push(f);
+  if (cancelled) raise(cancel_pending_);
+}
+
+}  // namespace xrtio::detail

@@ -1,0 +1,433 @@
+// Reads gathered on the caller's thread (docs/DESIGN.md, "File I/O",
+// "Gathered on the caller's thread"): with a reactor thread, the small
+// cached reads a handler issues while others of its context are in flight
+// are read together, with one io_uring submission, on the thread that runs
+// the handler, once the handler returns; reads the page cache does not hold,
+// a thread whose ring is refused, a short submission, a cancellation before
+// the flush, a runtime or io_context destroyed before it, and executors that
+// cannot say where they run all go to the loop or end cleanly.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <asio.hpp>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "caller_ring.hpp"  // test seam: refusals (src/reactor)
+#include "xrtio/xrtio.hpp"
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int n = 8;                         // reads issued by one handler
+constexpr std::size_t len = 4096;            // each
+constexpr std::size_t stride = 256 << 10;    // apart in the file: beyond readahead of a neighbour
+constexpr std::size_t file_size = (n + 1) * stride;
+
+bool io_uring_here() {
+  io_uring r;
+  if (io_uring_queue_init(4, &r, 0) != 0) return false;
+  io_uring_queue_exit(&r);
+  return true;
+}
+
+// The file, written (so in the page cache), a runtime with its reactor
+// thread and a simulated device bound to it.
+struct setup {
+  fs::path path;
+  std::vector<std::byte> content;
+  std::unique_ptr<xrtio::runtime> rt = std::make_unique<xrtio::runtime>();
+  xrtio::context ctx;
+  xrtio::file file;
+  xrtio::buffer buf;
+
+  setup()
+      : path(fs::temp_directory_path() / ("xrtio-gather-" + std::to_string(::getpid()) + "-" + std::to_string(seq()++))),
+        content(make_content()) {
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(content.data()), std::streamsize(content.size()));
+      REQUIRE(out.good());
+    }
+    ctx = xrtio::sim::open({});
+    ctx.bind(*rt);
+    file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .runtime = rt.get()});
+    buf = ctx.alloc((n + 1) * len);
+  }
+  ~setup() {
+    std::error_code ec;
+    fs::remove(path, ec);
+  }
+  static std::atomic<int>& seq() {
+    static std::atomic<int> s{0};
+    return s;
+  }
+  static std::vector<std::byte> make_content() {
+    std::vector<std::byte> v(file_size);
+    std::mt19937 g(29);
+    for (auto& b : v) b = std::byte(g() & 0xff);
+    return v;
+  }
+  // Whether a RWF_NOWAIT read of the first page works here (else nothing is
+  // a candidate to gather).
+  bool nowait_ok() {
+    std::vector<std::byte> probe(len);
+    iovec v{probe.data(), probe.size()};
+    return ::preadv2(file.native_handle(), &v, 1, 0, RWF_NOWAIT) == static_cast<ssize_t>(len);
+  }
+  // Read i (0: the first, alone) landed where it belongs.
+  bool data_ok(int i) const {
+    return std::memcmp(buf.map().data() + std::size_t(i) * len, content.data() + std::size_t(i) * stride, len) == 0;
+  }
+  bool all_data_ok() const {
+    for (int i = 0; i <= n; ++i)
+      if (!data_ok(i)) return false;
+    return true;
+  }
+};
+
+struct tally {
+  std::atomic<int> done{0}, ok{0}, failed{0}, aborted{0}, shut{0}, wrong_place{0};
+};
+
+// A read alone (done at once), whose handler, run on `ex`, issues n more;
+// each of those completes on `ex` too, counted in `t`; `in_place` says
+// whether a handler runs where it must. `on_issue` runs in the first handler
+// once the n are issued, before it returns (before any flush).
+template <class Ex>
+void fan(setup& s, Ex ex, tally& t, std::function<bool()> in_place,
+         std::function<void(std::vector<asio::cancellation_signal>&)> on_issue = {}) {
+  auto signals = std::make_shared<std::vector<asio::cancellation_signal>>(n);
+  xrtio::async_read_file(
+      s.file, 0, xrtio::out(s.buf.sub(len, 0)),
+      asio::bind_executor(ex, [&s, &t, ex, signals, on_issue, in_place](std::error_code ec, std::size_t b) {
+        if (ec || b != len) ++t.failed;
+        for (int i = 1; i <= n; ++i) {
+          auto h = asio::bind_cancellation_slot(
+              (*signals)[std::size_t(i - 1)].slot(),
+              // The signals live as long as any handler bound to one of their slots.
+              asio::bind_executor(ex, [&t, in_place, signals](std::error_code e, std::size_t got) {
+                if (!in_place()) ++t.wrong_place;
+                if (e == asio::error::operation_aborted) ++t.aborted;
+                else if (e == xrtio::errc::shut_down) ++t.shut;
+                else if (e || got != len) ++t.failed;
+                else ++t.ok;
+                ++t.done;
+              }));
+          xrtio::async_read_file(s.file, std::uint64_t(i) * stride, xrtio::out(s.buf.sub(len, std::size_t(i) * len)),
+                                 std::move(h));
+        }
+        if (on_issue) on_issue(*signals);
+      }));
+}
+
+void wait_for(const tally& t, int count) {
+  auto until = std::chrono::steady_clock::now() + 30s;
+  while (t.done.load() < count && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  REQUIRE(t.done.load() == count);
+}
+
+// Runs io on a thread of its own (its caller ring fresh) until it runs out of work.
+void run_on_new_thread(asio::io_context& io) {
+  std::thread th([&] { io.run(); });
+  th.join();
+}
+
+#define REQUIRE_GATHERING(s)                                                                   \
+  do {                                                                                         \
+    if (!io_uring_here()) {                                                                    \
+      MESSAGE("XRTIO-SKIP: io_uring refused here (qemu-user, seccomp): nothing is gathered");  \
+      return;                                                                                  \
+    }                                                                                          \
+    if (!(s).nowait_ok()) {                                                                    \
+      MESSAGE("XRTIO-SKIP: preadv2(RWF_NOWAIT) refused here: no read is an inline candidate"); \
+      return;                                                                                  \
+    }                                                                                          \
+  } while (0)
+
+// Forwards to an io_context executor; has no running_in_this_thread, so a
+// read whose handler it runs is never gathered.
+struct opaque_executor {
+  asio::io_context* io;
+  asio::execution_context& query(asio::execution::context_t) const noexcept { return *io; }
+  static constexpr asio::execution::blocking_t::never_t query(asio::execution::blocking_t) noexcept { return {}; }
+  template <class F>
+  void execute(F f) const {
+    asio::post(*io, std::move(f));
+  }
+  bool operator==(const opaque_executor& o) const noexcept { return io == o.io; }
+  bool operator!=(const opaque_executor& o) const noexcept { return io != o.io; }
+};
+static_assert(asio::execution::is_executor_v<opaque_executor>);
+
+// The runtime's stats once nothing is in flight: the loop counts a transfer
+// after posting its completion, so a handler may run first.
+xrtio::runtime_stats settled(const xrtio::runtime& rt) {
+  auto until = std::chrono::steady_clock::now() + 10s;
+  while (rt.stats().in_flight != 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  return rt.stats();
+}
+
+// The n - 1 were gathered and read in `subs` submission(s); the loop saw none.
+void check_gathered(const xrtio::runtime_stats& s0, const xrtio::runtime_stats& s1, unsigned subs = 1) {
+  CHECK(s1.file_inline_reads - s0.file_inline_reads == 2);  // the first, alone, and the first of the n
+  CHECK(s1.file_inline_declined - s0.file_inline_declined == n - 1);
+  CHECK(s1.file_gathered_reads - s0.file_gathered_reads == n - 1);
+  CHECK(s1.file_gathered_submissions - s0.file_gathered_submissions == subs);
+  CHECK(s1.file_pieces - s0.file_pieces == 0);
+  CHECK(s1.file_reads - s0.file_reads == n + 1);
+  CHECK(s1.file_bytes_read - s0.file_bytes_read == (n + 1) * len);
+  CHECK(s1.in_flight == 0);
+}
+
+// None gathered: the n - 1 declined went to the loop's ring.
+void check_to_loop(const xrtio::runtime_stats& s0, const xrtio::runtime_stats& s1) {
+  CHECK(s1.file_inline_declined - s0.file_inline_declined == n - 1);
+  CHECK(s1.file_gathered_reads - s0.file_gathered_reads == 0);
+  CHECK(s1.file_pieces - s0.file_pieces == n - 1);
+  CHECK(s1.file_reads - s0.file_reads == n + 1);
+  CHECK(s1.in_flight == 0);
+}
+
+}  // namespace
+
+TEST_CASE("gathered reads: the reads a handler issues while others are in flight are read on its thread in one "
+          "submission once it returns, never reaching the loop") {
+  setup s;
+  REQUIRE_GATHERING(s);
+  auto s0 = s.rt->stats();
+  tally t;
+  asio::io_context io;
+  SUBCASE("io_context executor") {
+    fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); });
+    run_on_new_thread(io);
+  }
+  SUBCASE("strand of an io_context") {
+    auto st = asio::make_strand(io);
+    fan(s, st, t, [st] { return st.running_in_this_thread(); });
+    run_on_new_thread(io);
+  }
+  SUBCASE("any_io_executor holding a strand") {
+    auto st = asio::make_strand(io);
+    fan(s, asio::any_io_executor(st), t, [st] { return st.running_in_this_thread(); });
+    run_on_new_thread(io);
+  }
+  SUBCASE("thread_pool executor") {
+    asio::thread_pool tp(2);
+    fan(s, tp.get_executor(), t, [&] { return tp.get_executor().running_in_this_thread(); });
+    tp.wait();
+  }
+  CHECK(t.done == n);
+  CHECK(t.ok == n);
+  CHECK(t.wrong_place == 0);
+  CHECK(s.all_data_ok());
+  check_gathered(s0, settled(*s.rt));
+}
+
+TEST_CASE("gathered reads: an executor that cannot say where it runs is not gathered: its reads go to the loop") {
+  setup s;
+  REQUIRE_GATHERING(s);
+  auto s0 = s.rt->stats();
+  tally t;
+  asio::io_context io;
+  // The executor tracks no work for the reads: the guard keeps io running.
+  auto guard = asio::make_work_guard(io);
+  std::thread th([&] { io.run(); });
+  fan(s, opaque_executor{&io}, t, [&] { return io.get_executor().running_in_this_thread(); });
+  wait_for(t, n);
+  guard.reset();
+  th.join();
+  CHECK(t.ok == n);
+  CHECK(s.all_data_ok());
+  check_to_loop(s0, settled(*s.rt));
+}
+
+TEST_CASE("gathered reads: pages not in the page cache come back at once (EAGAIN) and the loop reads them") {
+  setup s;
+  REQUIRE_GATHERING(s);
+  // Out of the cache, every page but the first (read by the first read
+  // anyway); no readahead, so reading one brings in no other.
+  int fd = s.file.native_handle();
+  REQUIRE(::fdatasync(fd) == 0);
+  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);
+  // Probed where no read goes (a NOWAIT read of a page not cached may start
+  // reading it in); a busy host may keep pages a moment longer: asked again.
+  std::vector<std::byte> probe(len);
+  iovec v{probe.data(), probe.size()};
+  bool evicted = false;
+  for (int attempt = 0; attempt < 50 && !evicted; ++attempt) {
+    REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+    evicted = ::preadv2(fd, &v, 1, off_t(file_size - len), RWF_NOWAIT) < 0;
+    if (!evicted) std::this_thread::sleep_for(20ms);
+  }
+  if (!evicted) {
+    MESSAGE("XRTIO-SKIP: the page cache kept the file after POSIX_FADV_DONTNEED here");
+    return;
+  }
+  auto s0 = s.rt->stats();
+  tally t;
+  asio::io_context io;
+  fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); });
+  run_on_new_thread(io);
+  CHECK(t.ok == n);
+  CHECK(s.all_data_ok());
+  auto s1 = settled(*s.rt);
+  // The first of the n found its page out of the cache too: the loop's, as
+  // the n - 1 after one gathered submission (whose reads all said EAGAIN).
+  CHECK(s1.file_gathered_reads - s0.file_gathered_reads == 0);
+  CHECK(s1.file_gathered_submissions - s0.file_gathered_submissions == 1);
+  CHECK(s1.file_pieces - s0.file_pieces >= n - 1);
+  CHECK(s1.file_reads - s0.file_reads == n + 1);
+  CHECK(s1.in_flight == 0);
+}
+
+TEST_CASE("gathered reads: a thread whose ring io_uring refuses hands them to the loop, for good") {
+  setup s;
+  REQUIRE_GATHERING(s);
+  xrtio::detail::caller_ring_fault.store(1);  // the next ring made is refused
+  std::thread th([&] {
+    for (int round = 0; round < 2; ++round) {
+      INFO("round " << round);
+      auto s0 = s.rt->stats();
+      tally t;
+      asio::io_context io;
+      fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); });
+      io.run();
+      CHECK(t.ok == n);
+      CHECK(s.all_data_ok());
+      auto s1 = settled(*s.rt);
+      CHECK(s1.file_gathered_submissions - s0.file_gathered_submissions == 0);
+      check_to_loop(s0, s1);
+    }
+  });
+  th.join();
+  CHECK(xrtio::detail::caller_ring_fault.load() == 0);
+}
+
+TEST_CASE("gathered reads: a submission the kernel cuts short: the reads it took are done, the rest go to the "
+          "loop, and the thread's ring is closed (none queued is ever submitted later)") {
+  setup s;
+  REQUIRE_GATHERING(s);
+  std::thread th([&] {
+    // A first burst makes this thread's ring.
+    {
+      auto s0 = s.rt->stats();
+      tally t;
+      asio::io_context io;
+      fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); });
+      io.run();
+      CHECK(t.ok == n);
+      check_gathered(s0, settled(*s.rt));
+    }
+    xrtio::detail::caller_ring_fault.store(2);  // the next submission takes the first request only
+    auto s0 = s.rt->stats();
+    tally t;
+    asio::io_context io;
+    std::memset(s.buf.map().data(), 0, (n + 1) * len);
+    fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); });
+    io.run();
+    CHECK(t.ok == n);
+    CHECK(s.all_data_ok());
+    auto s1 = settled(*s.rt);
+    CHECK(s1.file_gathered_reads - s0.file_gathered_reads == 1);
+    CHECK(s1.file_gathered_submissions - s0.file_gathered_submissions == 1);
+    CHECK(s1.file_pieces - s0.file_pieces == n - 2);
+    CHECK(s1.in_flight == 0);
+    // Closed: the next burst on this thread goes to the loop, and no stale
+    // request of the cut submission shows up anywhere.
+    auto s2 = s.rt->stats();
+    tally t2;
+    asio::io_context io2;
+    std::memset(s.buf.map().data(), 0, (n + 1) * len);
+    fan(s, io2.get_executor(), t2, [&] { return io2.get_executor().running_in_this_thread(); });
+    io2.run();
+    CHECK(t2.ok == n);
+    CHECK(s.all_data_ok());
+    check_to_loop(s2, settled(*s.rt));
+  });
+  th.join();
+  CHECK(xrtio::detail::caller_ring_fault.load() == 0);
+}
+
+TEST_CASE("gathered reads: cancelled before the flush, a gathered read is not read there, and the loop ends it once") {
+  setup s;
+  REQUIRE_GATHERING(s);
+  auto s0 = s.rt->stats();
+  tally t;
+  asio::io_context io;
+  fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); },
+      [](std::vector<asio::cancellation_signal>& sigs) {
+        for (auto& sig : sigs) sig.emit(asio::cancellation_type::terminal);
+      });
+  run_on_new_thread(io);
+  CHECK(t.done == n);  // each handler exactly once (a second call would make it n + 1)
+  CHECK(t.failed == 0);
+  CHECK(t.ok + t.aborted == n);
+  MESSAGE(t.ok.load() << " finished before the cancellation reached them, " << t.aborted.load() << " aborted");
+  auto s1 = settled(*s.rt);
+  CHECK(s1.file_gathered_reads - s0.file_gathered_reads == 0);
+  CHECK(s1.file_gathered_submissions - s0.file_gathered_submissions == 0);
+  CHECK(s1.in_flight == 0);
+  // Every lease was let go: the whole buffer reads again.
+  tally again;
+  asio::io_context io2;
+  fan(s, io2.get_executor(), again, [&] { return io2.get_executor().running_in_this_thread(); });
+  run_on_new_thread(io2);
+  CHECK(again.ok == n);
+  CHECK(s.all_data_ok());
+}
+
+TEST_CASE("gathered reads: the runtime destroyed before the flush: each read still ends exactly once") {
+  setup s;
+  REQUIRE_GATHERING(s);
+  tally t;
+  asio::io_context io;
+  fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); },
+      [&](std::vector<asio::cancellation_signal>&) { s.rt.reset(); });
+  run_on_new_thread(io);
+  CHECK(!s.rt);
+  CHECK(t.done == n);
+  CHECK(t.failed == 0);
+  CHECK(t.ok + t.shut == n);
+  MESSAGE(t.ok.load() << " read, " << t.shut.load() << " ended with shut_down");
+  for (int i = 0; i <= n; ++i)
+    if (i == 0 || t.shut == 0) CHECK(s.data_ok(i));
+}
+
+TEST_CASE("gathered reads: the io_context destroyed before the flush: the reads are done, their handlers "
+          "destroyed unrun, their leases let go") {
+  setup s;
+  REQUIRE_GATHERING(s);
+  auto s0 = s.rt->stats();
+  tally t;
+  {
+    asio::io_context io;
+    fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); },
+        [&](std::vector<asio::cancellation_signal>&) { io.stop(); });
+    run_on_new_thread(io);
+  }  // the flush, queued, is destroyed here and reads all the same
+  CHECK(t.done == 0);
+  auto s1 = settled(*s.rt);
+  CHECK(s1.file_gathered_reads - s0.file_gathered_reads == n - 1);
+  CHECK(s1.in_flight == 0);
+  CHECK(s.all_data_ok());
+  tally again;
+  asio::io_context io2;
+  std::memset(s.buf.map().data(), 0, (n + 1) * len);
+  fan(s, io2.get_executor(), again, [&] { return io2.get_executor().running_in_this_thread(); });
+  run_on_new_thread(io2);
+  CHECK(again.ok == n);  // no range_in_use: every lease was let go
+  CHECK(s.all_data_ok());
+}
