@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "xrtio/detail/abort_ticket.hpp"
@@ -40,24 +41,24 @@ void flush_gathered_reads(completion_registry& reg) noexcept;
 /// The flush of a context's gathered reads, deferred to a handler's executor
 /// (run_op::gather). Destroyed unrun (the executor's context shut down), it
 /// flushes all the same: the reads hold leases, and other contexts' runs may
-/// wait for them; their handlers are then destroyed as any orphan's.
+/// wait for them; their handlers are then destroyed as any orphan's. It
+/// names the registry without owning it: it is queued in the registry's
+/// context, whose completion service keeps the registry until the context
+/// is destroyed, after every queued function was run or destroyed.
 class gathered_flush {
  public:
   using allocator_type = static_block_allocator<void>;
-  explicit gathered_flush(std::shared_ptr<completion_registry> r) noexcept : reg_(std::move(r)) {}
-  gathered_flush(gathered_flush&&) noexcept = default;
+  explicit gathered_flush(completion_registry* r) noexcept : reg_(r) {}
+  gathered_flush(gathered_flush&& o) noexcept : reg_(std::exchange(o.reg_, nullptr)) {}
   gathered_flush& operator=(gathered_flush&&) = delete;
   ~gathered_flush() {
     if (reg_) flush_gathered_reads(*reg_);
   }
   allocator_type get_allocator() const noexcept { return {}; }
-  void operator()() {
-    auto r = std::move(reg_);
-    flush_gathered_reads(*r);
-  }
+  void operator()() { flush_gathered_reads(*std::exchange(reg_, nullptr)); }
 
  private:
-  std::shared_ptr<completion_registry> reg_;
+  completion_registry* reg_;
 };
 
 
@@ -354,14 +355,22 @@ class run_op final : public Base {
       if constexpr (requires { e.running_in_this_thread(); }) here = e.running_in_this_thread();
     });
     if (!here) return false;
-    // Copied before the push: from then on another thread running the
-    // context may flush, complete and free the op.
-    auto ex = asio::prefer(*o->work_, asio::execution::outstanding_work.untracked);
-    std::shared_ptr<completion_registry> reg = o->registry;
+    // From the push on, another thread running the context may flush,
+    // complete and free the op: what the flush's deferral needs is taken
+    // before. The registry lives as long as the context (which is running
+    // here). The executor is copied only when the list looks empty (this
+    // read is then likely the first, which defers the flush).
+    completion_registry* reg = o->registry.get();
+    std::optional<std::decay_t<decltype(asio::prefer(*o->work_, asio::execution::outstanding_work.untracked))>> ex;
+    if (!reg->gathered.load(std::memory_order_relaxed))
+      ex.emplace(asio::prefer(*o->work_, asio::execution::outstanding_work.untracked));
     if (!reg->gather_push(o)) return true;  // a flush is on its way
-    gathered_flush flush(std::move(reg));
+    gathered_flush flush(reg);
+    // The list emptied between the look and the push (a flush on another
+    // thread took it): no executor at hand, so `flush` reads now, here.
+    if (!ex) return true;
     try {
-      with_concrete_executor(ex, [&](const auto& e) {
+      with_concrete_executor(*ex, [&](const auto& e) {
         asio::execution::execute(
             asio::prefer(asio::require(e, asio::execution::blocking.never), asio::execution::relationship.continuation,
                          asio::execution::allocator(static_block_allocator<void>())),
