@@ -80,7 +80,9 @@ struct runtime_options {
   /// driver keeps polling them for this long after the last activity before
   /// it sleeps (backing off up to max_poll_interval). The default covers
   /// kernels of up to predict_max_run_time: their completions are then seen
-  /// within a poll, at the CPU cost of a shared-loop poller.
+  /// within a poll, at the CPU cost of a shared-loop poller. Not while only
+  /// file transfers on the io_uring are in flight: their completions wake
+  /// the driver, which then sleeps at once.
   std::chrono::nanoseconds inloop_spin = std::chrono::microseconds(250);
   /// Record a timeline of the asynchronous runs (xrtio/trace.hpp) in a ring
   /// of this many events, allocated here, once; when it is full the oldest
