@@ -74,8 +74,10 @@ class file_engine {
 
   /// An io_uring engine whose completions also write `notify_fd` (the
   /// reactor's wake eventfd), or null where io_uring or that registration
-  /// is refused.
-  static std::unique_ptr<file_engine> make_ring(int notify_fd);
+  /// is refused. `one_thread`: only one thread, for the ring's whole life,
+  /// submits to it and reaps it (the reactor thread), so completions need
+  /// not interrupt it (file_ring.cpp).
+  static std::unique_ptr<file_engine> make_ring(int notify_fd, bool one_thread);
   /// `threads` workers; `wake` is called after each completion.
   static std::unique_ptr<file_engine> make_pool(unsigned threads, std::function<void()> wake);
 };

@@ -146,7 +146,7 @@ void reactor::give_piece(file_piece* p) noexcept {
 bool reactor::file_engine_ready() noexcept {
   if (file_engine_) return true;
   try {
-    if (opts_.file_io_uring) file_engine_ = file_engine::make_ring(waiter_.wake_fd());
+    if (opts_.file_io_uring) file_engine_ = file_engine::make_ring(waiter_.wake_fd(), !driven());
     if (!file_engine_)
       file_engine_ = file_engine::make_pool(opts_.file_threads, [this] { raise(file_ready_); });
   } catch (...) {
