@@ -12,15 +12,29 @@ namespace xrtio::detail {
 std::atomic<int> caller_ring_fault{0};
 
 namespace {
-// The ring of this thread: made at its first flush, closed at its exit.
+// The ring of this thread: made at its first use, closed at its exit.
+// `slot_gone` (trivially destructible, so still readable) marks the slot
+// destroyed: a flush run later on this thread (a static io_context
+// destroyed at exit with one queued) finds no ring and hands its reads on.
 struct thread_slot {
   std::unique_ptr<caller_ring> ring;
   bool refused = false;
+  ~thread_slot();
 };
+thread_local bool slot_gone = false;
 thread_local thread_slot this_thread;
+thread_slot::~thread_slot() { slot_gone = true; }
+
+// Takes a fault the test seam set, if it is `which`.
+bool take_fault(int which) noexcept {
+  if (caller_ring_fault.load(std::memory_order_relaxed) != which) return false;
+  int expected = which;
+  return caller_ring_fault.compare_exchange_strong(expected, 0);
+}
 }  // namespace
 
 caller_ring* caller_ring::of_this_thread() noexcept {
+  if (slot_gone) return nullptr;
   auto& slot = this_thread;
   if (slot.ring) return slot.ring->failed_ ? nullptr : slot.ring.get();
   if (slot.refused) return nullptr;
@@ -34,8 +48,7 @@ caller_ring* caller_ring::of_this_thread() noexcept {
 }
 
 bool caller_ring::init() noexcept {
-  int expected = 1;
-  if (caller_ring_fault.compare_exchange_strong(expected, 0)) return false;
+  if (take_fault(1)) return false;
   // SUBMIT_ALL (5.18): a request refused at submission gets its CQE and the
   // others go on, so a submission stops short only when the kernel is out
   // of resources. Older kernels refuse the flag: then without it.
@@ -71,8 +84,7 @@ void caller_ring::read_all(std::span<request> rs) noexcept {
     sqe->rw_flags = RWF_NOWAIT;
     io_uring_sqe_set_data(sqe, &r);
   };
-  int expected = 2;
-  if (caller_ring_fault.compare_exchange_strong(expected, 0)) {
+  if (take_fault(2)) {
     // Test: the kernel takes the first request only; the rest stay queued.
     prep(rs[0]);
     io_uring_submit_and_wait(&ring_, 1);
@@ -103,8 +115,11 @@ void caller_ring::read_all(std::span<request> rs) noexcept {
     ++seen;
   }
   // Requests still queued would be submitted by the next call, after their
-  // transfers went on elsewhere: close the ring instead.
-  if (lost || taken < rs.size()) close();
+  // transfers went on elsewhere: close the ring instead. -EINVAL: this
+  // kernel's io_uring takes no RWF_NOWAIT reads; the thread stops gathering.
+  bool refused = false;
+  for (auto& r : rs) refused |= r.result == -EINVAL;
+  if (lost || refused || taken < rs.size()) close();
 }
 
 }  // namespace xrtio::detail

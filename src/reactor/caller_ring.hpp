@@ -31,8 +31,11 @@ class caller_ring {
   };
 
   /// The calling thread's ring, made on first use; null where io_uring
-  /// refuses one (then on this thread for good).
+  /// refuses one, once it failed, and after the thread's ring was destroyed
+  /// at its exit (then on this thread for good).
   static caller_ring* of_this_thread() noexcept;
+  /// Whether of_this_thread() is not null (making the ring at the first call).
+  static bool usable_here() noexcept { return of_this_thread() != nullptr; }
 
   /// Reads `rs` (at most `entries`) with RWF_NOWAIT in one submission and
   /// fills each result. A request the kernel did not take keeps -ECANCELED;
@@ -55,7 +58,8 @@ class caller_ring {
 
 /// For tests: 1 = the next ring a thread makes is refused, 2 = the next
 /// submission takes only the first request (as a kernel that stops short
-/// would). Reset to 0 when used.
+/// would). Reset to 0 when used. Read with a plain load first: the
+/// exchange, which takes the cache line, only when set.
 extern std::atomic<int> caller_ring_fault;
 
 }  // namespace xrtio::detail

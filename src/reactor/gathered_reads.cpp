@@ -10,6 +10,7 @@
 // comes back -EAGAIN at once and goes on to the loop, past what was read.
 #include <array>
 #include <cerrno>
+#include <new>
 
 #include "caller_ring.hpp"
 #include "executor_batcher.hpp"
@@ -18,9 +19,51 @@
 
 namespace xrtio::detail {
 
-void flush_gathered_reads(completion_registry& reg) noexcept {
+bool gather_list::push(run_op_base* op) noexcept {
+  run_op_base* was = head.load(std::memory_order_relaxed);
+  do op->next = was;
+  while (!head.compare_exchange_weak(was, op, std::memory_order_release, std::memory_order_relaxed));
+  return was == nullptr;
+}
+
+namespace {
+// This thread's list. Made with the thread's first gathered read; kept empty
+// where the thread cannot read them itself (its ring refused or failed), so
+// that its reads go to the loop at once rather than through a flush that
+// hands them on. `gone` (trivially destructible, so still readable) marks
+// the holder destroyed at the thread's exit: a read issued after that (from
+// a static destructor) is not gathered.
+struct list_holder {
+  std::shared_ptr<gather_list> list;
+  bool tried = false;
+  ~list_holder();
+};
+thread_local bool list_gone = false;
+thread_local list_holder this_thread_list;
+list_holder::~list_holder() { list_gone = true; }
+const std::shared_ptr<gather_list> no_list;
+}  // namespace
+
+const std::shared_ptr<gather_list>& this_thread_gather_list() noexcept {
+  if (list_gone) return no_list;
+  auto& h = this_thread_list;
+  if (h.list && caller_ring::usable_here()) return h.list;
+  if (!h.tried) {
+    h.tried = true;
+    if (caller_ring::usable_here()) {
+      try {
+        h.list = std::make_shared<gather_list>();
+      } catch (...) {
+      }
+    }
+    return h.list;
+  }
+  return no_list;  // the ring failed since: no more gathering on this thread
+}
+
+void flush_gathered_reads(gather_list& list) noexcept {
   // Oldest first: the order the handler issued them.
-  run_op_base* lifo = reg.gathered.exchange(nullptr, std::memory_order_acquire);
+  run_op_base* lifo = list.head.exchange(nullptr, std::memory_order_acquire);
   run_op_base* ops = nullptr;
   while (lifo) {
     auto* n = lifo->next;
@@ -75,10 +118,11 @@ void reactor::count_gathered_submission() noexcept {
 // reports any error (as for a read declined there at submission).
 bool reactor::file_gathered(file_op_base* f, int res) noexcept {
   if (res < 0 || std::size_t(res) < f->length) {
-    // -EAGAIN: not all cached. -EOPNOTSUPP, -EINVAL: no NOWAIT reads on
-    // this file or kernel (no more inline candidates from it).
-    // -ECANCELED: not submitted. Others: the loop's own request reports them.
-    if (res == -EOPNOTSUPP || res == -EINVAL) f->file->nowait_refused.store(true, std::memory_order_relaxed);
+    // -EAGAIN: not all cached. -EOPNOTSUPP: no NOWAIT reads on this file
+    // (no more inline candidates from it). -ECANCELED: not submitted or
+    // cancelled while gathered. Others (-EINVAL from a kernel whose io_uring
+    // lacks the flag, a real error): the loop's own request reports them.
+    if (res == -EOPNOTSUPP) f->file->nowait_refused.store(true, std::memory_order_relaxed);
     if (res > 0) f->issued = f->done = std::size_t(res);
     to_loop(f);
     return false;

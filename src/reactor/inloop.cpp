@@ -246,12 +246,13 @@ std::size_t run(asio::io_context& io, runtime& rt) {
       continue;
     }
     // Ring pieces wake the driver through the watch: with nothing else to
-    // poll for, it blocks at once rather than spin. A ring completion that
-    // comes while this thread spins in user space is delivered by the
-    // kernel interrupting it (io_uring's task work, which runs in the
-    // submitting thread), which here cost ~40 us per O_DIRECT read: 4 KiB
-    // reads at queue depth 1 took 110.8 us with the spin against 68.5 us
-    // blocked (docs/PERFORMANCE.md, "File I/O", "In-loop: no spin on the
+    // poll for, it blocks at once rather than spin. Spinning bought nothing
+    // here and cost much: 4 KiB O_DIRECT reads at queue depth 1 took
+    // 110.8 us (p50) with the spin against 68.5 us blocked, at 2.3x the CPU
+    // per GiB; a completion that comes while this thread spins is seen
+    // ~40 us late on this project's VM, and not because of io_uring's task
+    // work interrupt (with COOP_TASKRUN, the flag checked every pass, still
+    // 110.5 us) (docs/PERFORMANCE.md, "File I/O", "In-loop: no spin on the
     // disk").
     if (!d.polled && files_wake && ring_fd >= 0) {
       handlers += block(io, rx, timer, d.next_deadline);

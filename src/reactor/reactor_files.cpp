@@ -178,6 +178,11 @@ void reactor::file_intake(run_op_base* op) noexcept {
   file_dirty_ = true;
   if (f->deadline < file_deadline_) file_deadline_ = f->deadline;
   if (f->file->options.register_with_ring && file_engine_->uses_io_uring()) file_register(f);
+  // Cancelled before its first piece: while gathered on a caller's thread,
+  // or between its submission and this pass (whose cancellation scan ran
+  // first). Nothing has been issued, so any cancellation type is honoured:
+  // it ends with operation_aborted and its lease released, unread.
+  if (f->cancel_bits.exchange(0, std::memory_order_acq_rel) != 0) file_stop(f, run_op_base::abort_reason::cancel);
   file_pump(f);
 }
 

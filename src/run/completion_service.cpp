@@ -23,13 +23,6 @@ void completion_registry::add(run_op_base* op) noexcept {
   head = op;
 }
 
-bool completion_registry::gather_push(run_op_base* op) noexcept {
-  run_op_base* head_was = gathered.load(std::memory_order_relaxed);
-  do op->next = head_was;
-  while (!gathered.compare_exchange_weak(head_was, op, std::memory_order_release, std::memory_order_relaxed));
-  return head_was == nullptr;
-}
-
 bool completion_registry::try_add(run_op_base* op) noexcept {
   std::lock_guard lock(mutex);
   if (shut_down.load(std::memory_order_relaxed)) return false;  // set under this lock

@@ -40,13 +40,6 @@ struct completion_registry {
   // rather than being done at once (docs/DESIGN.md, "File I/O", "Alone at
   // once, together on the ring", for why the key is the context alone).
   std::atomic<unsigned> inline_candidates{0};
-  // Reads a reactor thread's runtime declined (above) while a thread running
-  // this context submitted them from one of its handlers: gathered here,
-  // linked through run_op_base::next, and read together, with one io_uring
-  // submission, by a flush deferred to the handler's executor, on whichever
-  // thread runs it (docs/DESIGN.md, "File I/O", "Gathered on the caller's
-  // thread"). Pushed by gather_push, taken whole by flush_gathered_reads.
-  std::atomic<run_op_base*> gathered{nullptr};
 
   void enter() noexcept { posting.fetch_add(1, std::memory_order_seq_cst); }
   void leave() noexcept {
@@ -57,10 +50,6 @@ struct completion_registry {
       idle.notify_all();
     }
   }
-
-  /// Adds `op` to `gathered`; returns whether the list was empty (then the
-  /// caller defers the flush that will take it).
-  bool gather_push(run_op_base* op) noexcept;
 
   void add(run_op_base* op) noexcept;
   /// add(), unless the context has shut down (a stale cached registry).

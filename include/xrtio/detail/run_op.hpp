@@ -27,6 +27,7 @@
 #include "xrtio/detail/arena_allocator.hpp"
 #include "xrtio/detail/completion_service.hpp"
 #include "xrtio/detail/concrete_executor.hpp"
+#include "xrtio/detail/gather_list.hpp"
 #include "xrtio/detail/run_core.hpp"
 #include "xrtio/detail/run_observer.hpp"
 #include "xrtio/detail/static_block_pool.hpp"
@@ -35,30 +36,28 @@ namespace xrtio::detail {
 
 class run_op_base;
 
-/// Reads what `reg` gathered, on the calling thread (src/reactor/gathered_reads.cpp).
-void flush_gathered_reads(completion_registry& reg) noexcept;
-
-/// The flush of a context's gathered reads, deferred to a handler's executor
-/// (run_op::gather). Destroyed unrun (the executor's context shut down), it
-/// flushes all the same: the reads hold leases, and other contexts' runs may
-/// wait for them; their handlers are then destroyed as any orphan's. It
-/// names the registry without owning it: it is queued in the registry's
-/// context, whose completion service keeps the registry until the context
-/// is destroyed, after every queued function was run or destroyed.
+/// The flush of a thread's gathered reads, deferred to the executor of the
+/// handler that issued the first of them (run_op::gather). Destroyed unrun
+/// (that executor's context shut down), it flushes all the same: the reads
+/// hold leases, and other contexts' runs may wait for them; the handlers of
+/// those whose context is gone are destroyed as any orphan's.
 class gathered_flush {
  public:
   using allocator_type = static_block_allocator<void>;
-  explicit gathered_flush(completion_registry* r) noexcept : reg_(r) {}
-  gathered_flush(gathered_flush&& o) noexcept : reg_(std::exchange(o.reg_, nullptr)) {}
+  explicit gathered_flush(std::shared_ptr<gather_list> l) noexcept : list_(std::move(l)) {}
+  gathered_flush(gathered_flush&&) noexcept = default;
   gathered_flush& operator=(gathered_flush&&) = delete;
   ~gathered_flush() {
-    if (reg_) flush_gathered_reads(*reg_);
+    if (list_) flush_gathered_reads(*list_);
   }
   allocator_type get_allocator() const noexcept { return {}; }
-  void operator()() { flush_gathered_reads(*std::exchange(reg_, nullptr)); }
+  void operator()() {
+    auto l = std::move(list_);
+    flush_gathered_reads(*l);
+  }
 
  private:
-  completion_registry* reg_;
+  std::shared_ptr<gather_list> list_;
 };
 
 
@@ -77,7 +76,7 @@ class run_op_base {
     void (*destroy_handler)(run_op_base*) noexcept;  // orphaned: handler and work, not the op
     void (*free)(run_op_base*) noexcept;             // orphaned and finished: the op's storage
     // A declined read (reactor thread mode): if the handler's executor runs
-    // on this thread, adds the op to its context's gathered reads (deferring
+    // on this thread, adds the op to this thread's gathered reads (deferring
     // their flush to that executor when it is the first) and returns true;
     // else false, having done nothing.
     bool (*gather)(run_op_base*) noexcept;
@@ -342,43 +341,39 @@ class run_op final : public Base {
   static void free_op(run_op_base* base) noexcept { destroy(static_cast<run_op*>(base)); }
 
   // See run_op_base::vtable::gather. On the handler's thread, inside one of
-  // its handlers (running_in_this_thread): so the flush, deferred as a
+  // its handlers (running_in_this_thread), so the flush, deferred as a
   // continuation (an io_context keeps it in the thread's private queue: no
-  // lock, no wake-up), runs once the current handler returns. Executors that
-  // cannot say where they run (a user's own type, system_executor) are never
-  // gathered: their reads go to the loop.
+  // lock, no wake-up), runs once that handler has returned, after the
+  // handlers queued before it. Executors that cannot say where they run (a
+  // user's own type, system_executor, a thread_pool's inside
+  // any_io_executor) are never gathered: their reads go to the loop.
   static bool gather(run_op_base* base) noexcept {
     auto* o = static_cast<run_op*>(base);
-    if (!o->registry) return false;
     bool here = false;
     with_concrete_executor(*o->work_, [&](const auto& e) {
       if constexpr (requires { e.running_in_this_thread(); }) here = e.running_in_this_thread();
     });
     if (!here) return false;
-    // From the push on, another thread running the context may flush,
-    // complete and free the op: what the flush's deferral needs is taken
-    // before. The registry lives as long as the context (which is running
-    // here). The executor is copied only when the list looks empty (this
-    // read is then likely the first, which defers the flush).
-    completion_registry* reg = o->registry.get();
-    std::optional<std::decay_t<decltype(asio::prefer(*o->work_, asio::execution::outstanding_work.untracked))>> ex;
-    if (!reg->gathered.load(std::memory_order_relaxed))
-      ex.emplace(asio::prefer(*o->work_, asio::execution::outstanding_work.untracked));
-    if (!reg->gather_push(o)) return true;  // a flush is on its way
-    gathered_flush flush(reg);
-    // The list emptied between the look and the push (a flush on another
-    // thread took it): no executor at hand, so `flush` reads now, here.
-    if (!ex) return true;
+    const auto& list = this_thread_gather_list();
+    if (!list) return false;
+    // Pushed onto a list that was not empty, the op belongs to the flush
+    // deferred with the first, which may run on another thread of the
+    // context at once: not touched again. Onto an empty list it stays ours:
+    // every flush takes the list once, and each earlier one took it before
+    // it was empty.
+    if (!list->push(o)) return true;
+    auto ex = asio::prefer(*o->work_, asio::execution::outstanding_work.untracked);
+    gathered_flush flush(list);
     try {
-      with_concrete_executor(*ex, [&](const auto& e) {
+      with_concrete_executor(ex, [&](const auto& e) {
         asio::execution::execute(
             asio::prefer(asio::require(e, asio::execution::blocking.never), asio::execution::relationship.continuation,
                          asio::execution::allocator(static_block_allocator<void>())),
             std::move(flush));
       });
     } catch (...) {
-      // Not deferred (out of memory): `flush`, if still holding the
-      // registry, reads them now, on this thread, as it goes.
+      // Not deferred (out of memory): `flush`, if still holding the list,
+      // reads it now, on this thread, as it goes.
     }
     return true;
   }
