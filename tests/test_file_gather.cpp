@@ -139,10 +139,28 @@ void wait_for(const tally& t, int count) {
   REQUIRE(t.done.load() == count);
 }
 
+// One fan on an io_context of its own run on the calling thread, the buffer
+// cleared first; returns the runtime's stats before it.
+xrtio::runtime_stats burst_here(setup& s, tally& t) {
+  auto before = s.rt->stats();
+  asio::io_context io;
+  std::memset(s.buf.map().data(), 0, (n + 1) * len);
+  fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); });
+  io.run();
+  return before;
+}
+
 // Runs io on a thread of its own (its caller ring fresh) until it runs out of work.
 void run_on_new_thread(asio::io_context& io) {
   std::thread th([&] { io.run(); });
   th.join();
+}
+
+// One fan with handlers on an io_context of its own, run on a new thread.
+void burst_on_new_thread(setup& s, tally& t) {
+  asio::io_context io;
+  fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); });
+  run_on_new_thread(io);
 }
 
 #define REQUIRE_GATHERING(s)                                                                   \
@@ -289,9 +307,7 @@ TEST_CASE("gathered reads: pages not in the page cache come back at once (EAGAIN
   }
   auto s0 = s.rt->stats();
   tally t;
-  asio::io_context io;
-  fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); });
-  run_on_new_thread(io);
+  burst_on_new_thread(s, t);
   CHECK(t.ok == n);
   CHECK(s.all_data_ok());
   auto s1 = settled(*s.rt);
@@ -311,11 +327,8 @@ TEST_CASE("gathered reads: a thread whose ring io_uring refuses hands them to th
   std::thread th([&] {
     for (int round = 0; round < 2; ++round) {
       INFO("round " << round);
-      auto s0 = s.rt->stats();
       tally t;
-      asio::io_context io;
-      fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); });
-      io.run();
+      auto s0 = burst_here(s, t);
       CHECK(t.ok == n);
       CHECK(s.all_data_ok());
       auto s1 = settled(*s.rt);
@@ -333,22 +346,13 @@ TEST_CASE("gathered reads: a submission the kernel cuts short: the reads it took
   REQUIRE_GATHERING(s);
   std::thread th([&] {
     // A first burst makes this thread's ring.
-    {
-      auto s0 = s.rt->stats();
-      tally t;
-      asio::io_context io;
-      fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); });
-      io.run();
-      CHECK(t.ok == n);
-      check_gathered(s0, settled(*s.rt));
-    }
+    tally t0;
+    auto before = burst_here(s, t0);
+    CHECK(t0.ok == n);
+    check_gathered(before, settled(*s.rt));
     xrtio::detail::caller_ring_fault.store(2);  // the next submission takes the first request only
-    auto s0 = s.rt->stats();
     tally t;
-    asio::io_context io;
-    std::memset(s.buf.map().data(), 0, (n + 1) * len);
-    fan(s, io.get_executor(), t, [&] { return io.get_executor().running_in_this_thread(); });
-    io.run();
+    auto s0 = burst_here(s, t);
     CHECK(t.ok == n);
     CHECK(s.all_data_ok());
     auto s1 = settled(*s.rt);
@@ -358,12 +362,8 @@ TEST_CASE("gathered reads: a submission the kernel cuts short: the reads it took
     CHECK(s1.in_flight == 0);
     // Closed: the next burst on this thread goes to the loop, and no stale
     // request of the cut submission shows up anywhere.
-    auto s2 = s.rt->stats();
     tally t2;
-    asio::io_context io2;
-    std::memset(s.buf.map().data(), 0, (n + 1) * len);
-    fan(s, io2.get_executor(), t2, [&] { return io2.get_executor().running_in_this_thread(); });
-    io2.run();
+    auto s2 = burst_here(s, t2);
     CHECK(t2.ok == n);
     CHECK(s.all_data_ok());
     check_to_loop(s2, settled(*s.rt));
@@ -398,9 +398,7 @@ TEST_CASE("gathered reads: cancelled before the flush, a gathered read is not re
   CHECK(s1.in_flight == 0);
   // Every lease was let go: the whole buffer reads again.
   tally again;
-  asio::io_context io2;
-  fan(s, io2.get_executor(), again, [&] { return io2.get_executor().running_in_this_thread(); });
-  run_on_new_thread(io2);
+  burst_on_new_thread(s, again);
   CHECK(again.ok == n);
   CHECK(s.all_data_ok());
 }

@@ -127,21 +127,9 @@ bool reactor::file_gathered(file_op_base* f, int res) noexcept {
     to_loop(f);
     return false;
   }
-  try {
-    f->native->sync(backend::sync_direction::to_device, f->length, 0);
-  } catch (...) {
-    f->issued = f->done = f->length;  // the loop's completion syncs again and reports the error
-    to_loop(f);
-    return false;
-  }
-  f->bytes = f->length;
-  f->ec = {};
-  f->result = {};
-  counters_.gathered_reads.fetch_add(1, std::memory_order_relaxed);
-  counters_.gathered_bytes.fetch_add(f->length, std::memory_order_relaxed);
-  f->core.release();  // invariant 2: the copy is done, nothing else writes the range
-  f->ph = run_op_base::phase::finished;
-  return true;
+  if (file_done_on_caller(f, counters_.gathered_reads, counters_.gathered_bytes)) return true;
+  to_loop(f);
+  return false;
 }
 
 // A gathered read the loop takes over. A cancellation that came while it

@@ -105,21 +105,31 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
     f->issued = f->done = std::size_t(n);
     return false;
   }
+  if (!file_done_on_caller(f, counters_.inline_reads, counters_.inline_bytes)) return false;
+  op->batch_next = nullptr;
+  op->vt().post_batch(op);  // never inline: through the handler's executor
+  return true;
+}
+
+// A read done whole on a caller's thread (at once, or gathered): synced to
+// the device, finished, its lease released, counted in `reads` and `bytes`.
+// False when the sync failed: the loop then completes it, past the bytes
+// read, syncing again and reporting the error.
+bool reactor::file_done_on_caller(file_op_base* f, reactor_counters::counter& reads,
+                                  reactor_counters::counter& bytes) noexcept {
   try {
     f->native->sync(backend::sync_direction::to_device, f->length, 0);
   } catch (...) {
-    f->issued = f->done = f->length;  // the loop's completion syncs again and reports the error
+    f->issued = f->done = f->length;
     return false;
   }
   f->bytes = f->length;
   f->ec = {};
   f->result = {};
-  counters_.inline_reads.fetch_add(1, std::memory_order_relaxed);
-  counters_.inline_bytes.fetch_add(f->length, std::memory_order_relaxed);
+  reads.fetch_add(1, std::memory_order_relaxed);
+  bytes.fetch_add(f->length, std::memory_order_relaxed);
   f->core.release();  // invariant 2: the copy is done, nothing else writes the range
   f->ph = run_op_base::phase::finished;
-  op->batch_next = nullptr;
-  op->vt().post_batch(op);  // never inline: through the handler's executor
   return true;
 }
 
