@@ -531,7 +531,14 @@ TEST_CASE("file io: cancelling a blocked pipe read: operation_aborted, nothing c
       asio::cancellation_signal sig;
       outcome o;
       xrtio::async_read_file(file, 0, buf, asio::bind_cancellation_slot(sig.slot(), record(io, o)));
-      io.run_for(20ms);
+      // Cancelled once its piece is with the kernel (or the pool), blocked:
+      // a cancellation that reaches the loop first ends it before any piece
+      // is issued (file_intake), which another test covers. Under TSan on a
+      // loaded host the loop's first pass (making the pool) took over 20 ms.
+      auto until = std::chrono::steady_clock::now() + 10s;
+      while (f.rt.stats().file_pieces == 0 && std::chrono::steady_clock::now() < until) io.run_for(1ms);
+      REQUIRE(f.rt.stats().file_pieces >= 1);
+      io.run_for(5ms);
       CHECK(!o.done);
       CHECK(leased(buf));
       sig.emit(type);
