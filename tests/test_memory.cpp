@@ -480,7 +480,7 @@ TEST_CASE("access_tracker: many readers released in any order, and a stale lease
   CHECK(r2.id != old);
   CHECK(r3.id != old);
   t.release(old);     // stale: must not free r2 or r3
-  t.mark_retained(old);  // stale: must not retain them either
+  CHECK(t.mark_retained(old) == old);  // stale: must not retain them either
   CHECK(t.active_count() == 2);
   CHECK(take(w) == st::conflict);  // a conflict, not `retained`
   t.release(r2.id);
@@ -533,7 +533,7 @@ TEST_CASE("access_tracker: a retained lease reports retained rather than conflic
   detail::access_tracker t;
   auto r = req(t, 0, 64, W);
   REQUIRE(take(r) == st::acquired);
-  t.mark_retained(r.id);
+  r.id = t.mark_retained(r.id);
   std::string why;
   auto other = req(t, 32, 33, R);
   CHECK(take(other, &why) == st::retained);

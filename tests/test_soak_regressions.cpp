@@ -43,7 +43,7 @@ TEST_CASE("soak regression: marking a lease retained wakes the waiters queued on
   REQUIRE(access_tracker::acquire(std::span(&want, 1), holder_kind::run, nullptr, &w) == acquire_status::queued);
   REQUIRE(t.waiting_count() == 1);
 
-  t.mark_retained(held.id);
+  held.id = t.mark_retained(held.id);
   CHECK(listener.calls.load() >= 1);  // told to retry
   // The retry it was told to make reports the retained holder.
   CHECK(access_tracker::acquire(std::span(&want, 1), holder_kind::run, nullptr, &w) == acquire_status::retained);

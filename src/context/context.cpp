@@ -33,7 +33,7 @@ buffer context::wrap(std::unique_ptr<backend::native_buffer> native, std::size_t
   auto s = std::make_shared<detail::buffer_state>();
   s->context = state_;
   s->charge = std::move(charge);
-  s->tracker = std::make_shared<detail::access_tracker>();
+  s->tracker = std::make_shared<detail::access_tracker>(size);
   s->native = std::move(native);
   s->size = size;
   s->imported = imported;

@@ -42,9 +42,37 @@ struct tracker_set {
 std::atomic<std::uint64_t> wait_seq{1};
 }  // namespace
 
-access_tracker::access_tracker() {
+access_tracker::access_tracker(std::size_t extent) : extent_(extent) {
   slots_.reserve(8);
   free_.reserve(8);
+}
+
+bool access_tracker::try_shared(const access_request& r) noexcept {
+  if (r.mode != access_mode::read || r.begin != 0 || r.end != extent_ || extent_ == 0) return false;
+  auto v = shared_.load(std::memory_order_relaxed);
+  // A writer closes the gate (fetch_or) and then counts the shared reads in
+  // the value it replaced: this increment either precedes that, and is
+  // counted, or fails, and the reader takes the locked path.
+  while (!(v & gate_closed))
+    if (shared_.compare_exchange_weak(v, v + 1, std::memory_order_acquire, std::memory_order_relaxed)) return true;
+  return false;
+}
+
+void access_tracker::release_shared(std::uint64_t n) noexcept {
+  auto v = shared_.fetch_sub(n, std::memory_order_release);
+  if ((v & gate_closed) && (v & ~gate_closed) == n) {
+    // The last shared read went while a writer is held or queued: a queued
+    // one may now proceed.
+    std::lock_guard lock(mutex_);
+    notify_waiters();
+  }
+}
+
+void access_tracker::update_gate() noexcept {
+  if (writers_ > 0 || !waiting_.empty())
+    shared_.fetch_or(gate_closed, std::memory_order_acq_rel);
+  else if (shared_.load(std::memory_order_relaxed) & gate_closed)
+    shared_.fetch_and(~gate_closed, std::memory_order_release);
 }
 
 std::uint64_t access_tracker::add(std::size_t begin, std::size_t end, access_mode mode, holder_kind holder) {
@@ -75,6 +103,19 @@ std::uint64_t access_tracker::next_wait_seq() noexcept { return wait_seq.fetch_a
 
 acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_kind holder, std::string* why,
                                        const access_waiter* w) {
+  // Runs reading whole allocations no one writes (shared inputs, weights):
+  // all or nothing, without a lock. A waiter is queued in a tracker it
+  // touches, whose gate is closed then: it takes the locked path, which
+  // removes it from the queues.
+  if (holder == holder_kind::run) {
+    std::size_t taken = 0;
+    while (taken < reqs.size() && reqs[taken].tracker->try_shared(reqs[taken])) ++taken;
+    if (taken == reqs.size()) {
+      for (auto& r : reqs) r.id = shared_read_id;
+      return acquire_status::acquired;
+    }
+    for (std::size_t i = 0; i < taken; ++i) reqs[i].tracker->release_shared(1);
+  }
   tracker_set set(reqs);
   for (std::size_t i = 0; i < set.count; ++i) set.items[i]->mutex_.lock();
   auto unlock_all = [&] {
@@ -96,6 +137,18 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
       }
     }
     if (result != acquire_status::acquired) break;
+    // Shared reads cover the whole extent: any write overlaps them. The gate
+    // is closed first, so that none is taken after the count is read;
+    // update_gate() below opens it again if this acquisition ends with no
+    // writer held or queued.
+    if (r.mode == access_mode::write && r.begin < r.end) {
+      auto v = t->shared_.fetch_or(gate_closed, std::memory_order_acq_rel);
+      if (v & ~gate_closed) {
+        result = acquire_status::conflict;
+        if (why) *why = describe(t, r.begin, r.end, r.mode, 0, t->extent_, access_mode::read, holder_name(holder_kind::run));
+        break;
+      }
+    }
     // FIFO: yield to overlapping requests queued earlier (all of them for a
     // newcomer), so a writer is not starved by a stream of readers.
     for (auto& q : t->waiting_) {
@@ -133,6 +186,7 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
     }
     result = acquire_status::queued;
   }
+  for (std::size_t i = 0; i < set.count; ++i) set.items[i]->update_gate();
   unlock_all();
   return result;
 }
@@ -144,6 +198,7 @@ void access_tracker::withdraw(std::span<access_request> reqs, const void* owner)
     std::lock_guard lock(t->mutex_);
     auto& q = t->waiting_;
     q.erase(std::remove_if(q.begin(), q.end(), [&](const waiter& x) { return x.owner == owner; }), q.end());
+    t->update_gate();
     t->notify_waiters();  // a withdrawn waiter may have been holding back those behind it
   }
 }
@@ -162,25 +217,48 @@ void access_tracker::drop(std::uint64_t id) noexcept {
 }
 
 void access_tracker::release(std::uint64_t id) noexcept {
+  if (id == shared_read_id) return release_shared(1);
   std::lock_guard lock(mutex_);
   drop(id);
+  update_gate();
   notify_waiters();
 }
 
 void access_tracker::release(std::span<const lease_ref> leases) noexcept {
+  std::uint64_t shared = 0;
+  for (auto& l : leases) shared += l.id == shared_read_id;
+  if (shared == leases.size()) return release_shared(shared);  // no lock: the batch of runs sharing inputs
   std::lock_guard lock(mutex_);
-  for (auto& l : leases) drop(l.id);
+  for (auto& l : leases)
+    if (l.id != shared_read_id) drop(l.id);
+  // Under the lock, so the waiters are told once, after both kinds went.
+  if (shared) shared_.fetch_sub(shared, std::memory_order_release);
+  update_gate();
   notify_waiters();
 }
 
-void access_tracker::mark_retained(std::uint64_t id) noexcept {
+std::uint64_t access_tracker::mark_retained(std::uint64_t id) noexcept {
   std::lock_guard lock(mutex_);
+  if (id == shared_read_id) {
+    // Kept for good, so it becomes an entry that conflicts report as
+    // retained. If the entry cannot be made (out of memory), the count is
+    // kept instead: still never released, only reported as range_in_use.
+    try {
+      id = add(0, extent_, access_mode::read, holder_kind::retained);
+    } catch (...) {
+      return shared_read_id;
+    }
+    shared_.fetch_sub(1, std::memory_order_release);
+    notify_waiters();
+    return id;
+  }
   auto* e = find(id);
-  if (!e) return;
+  if (!e) return id;
   e->holder = holder_kind::retained;
   // A run queued on this range must retry now: its answer changed from
   // "wait" to range_retained, and no release will ever come to tell it.
   notify_waiters();
+  return id;
 }
 
 void access_tracker::notify_waiters() noexcept {
@@ -193,7 +271,7 @@ void access_tracker::notify_waiters() noexcept {
 
 std::size_t access_tracker::active_count() const {
   std::lock_guard lock(mutex_);
-  return live_;
+  return live_ + shared_count();
 }
 std::size_t access_tracker::waiting_count() const {
   std::lock_guard lock(mutex_);

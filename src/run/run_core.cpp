@@ -148,7 +148,7 @@ void run_core::retain(std::shared_ptr<abort_ticket> ticket) noexcept {
       if (s.buffer) rec->buffers.push_back(s.buffer);
     if (leased_)
       for (auto& q : reqs_) {
-        q.tracker->mark_retained(q.id);
+        q.id = q.tracker->mark_retained(q.id);
         rec->reqs.push_back(q);
       }
   } catch (...) {

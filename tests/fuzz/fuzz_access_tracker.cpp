@@ -14,6 +14,7 @@
 //   place (once per range) in every tracker it touches, in sequence order;
 //   success removes it from those trackers;
 // - release and withdraw free what they name and nothing else; a stale id
+//   (other than the shared-read id, a count: see access_tracker.hpp)
 //   releases nothing;
 // - no lost wake-up: a queued waiter whose retry would now end (acquired, or
 //   refused for good by a retained range) has been told so since its last try.
@@ -129,7 +130,11 @@ class harness {
 
  private:
   xfuzz::fuzz_input& in_;
-  std::array<access_tracker, allocations> trackers_;
+  // With their extent, so that whole-allocation reads by runs take the
+  // lock-free shared path and mix with the locked one.
+  static_assert(allocations == 3);
+  std::array<access_tracker, allocations> trackers_{access_tracker(allocation_bytes), access_tracker(allocation_bytes),
+                                                    access_tracker(allocation_bytes)};
   std::array<owner_state, owners> owners_;
   std::vector<model_lease> leases_;
   std::vector<model_waiter> queue_;  // every allocation's, each in ascending seq
@@ -142,8 +147,13 @@ class harness {
     std::vector<range_req> reqs(1 + in_.byte() % max_requests);
     for (auto& r : reqs) {
       r.alloc = in_.byte() % allocations;
-      r.begin = in_.in_range(0, allocation_bytes - 1);
-      r.end = r.begin + 1 + in_.in_range(0, allocation_bytes - 1 - r.begin);  // never empty (buffer::sub refuses size 0)
+      if (in_.byte() % 4 == 0) {  // the whole allocation: reads by runs take the shared path
+        r.begin = 0;
+        r.end = allocation_bytes;
+      } else {
+        r.begin = in_.in_range(0, allocation_bytes - 1);
+        r.end = r.begin + 1 + in_.in_range(0, allocation_bytes - 1 - r.begin);  // never empty (buffer::sub refuses size 0)
+      }
       r.mode = in_.flag() ? access_mode::write : access_mode::read;
     }
     return reqs;
@@ -208,7 +218,15 @@ class harness {
       XFUZZ_CHECK(st == acquire_status::acquired, ctx + ", the model acquired");
       for (std::size_t i = 0; i < reqs.size(); ++i) {
         XFUZZ_CHECK(real[i].id != 0, ctx + ": lease id 0");
-        for (auto& l : leases_) XFUZZ_CHECK(!(l.alloc == reqs[i].alloc && l.id == real[i].id), ctx + ": id already held");
+        // Shared reads (whole allocation, by a run, no write held or queued)
+        // all carry shared_read_id; every other lease its own id.
+        const bool shared = holder == holder_kind::run && reqs[i].mode == access_mode::read && reqs[i].begin == 0 &&
+                            reqs[i].end == allocation_bytes;
+        if (real[i].id == access_tracker::shared_read_id)
+          XFUZZ_CHECK(shared, ctx + ": a lease other than a run's whole-allocation read took the shared path");
+        else
+          for (auto& l : leases_)
+            XFUZZ_CHECK(!(l.alloc == reqs[i].alloc && l.id == real[i].id), ctx + ": id already held");
         leases_.push_back({reqs[i].alloc, reqs[i].begin, reqs[i].end, reqs[i].mode, holder, real[i].id, grants_});
       }
       ++grants_;
@@ -295,7 +313,9 @@ class harness {
     auto l = leases_[i];
     leases_.erase(leases_.begin() + static_cast<std::ptrdiff_t>(i));
     trackers_[l.alloc].release(l.id);
-    released_ids_.push_back(l.id);
+    // A shared read's id names no entry (a count): releasing it again would
+    // release another run's read, which the contract leaves to the caller.
+    if (l.id != access_tracker::shared_read_id) released_ids_.push_back(l.id);
     note_told();
   }
 
@@ -304,6 +324,7 @@ class harness {
     std::uint64_t id = (!released_ids_.empty() && in_.flag())
                            ? released_ids_[in_.in_range(0, released_ids_.size() - 1)]
                            : in_.raw(8);
+    if (id == access_tracker::shared_read_id) return;  // see release()
     unsigned a = in_.byte() % allocations;
     for (auto& l : leases_)
       if (l.alloc == a && l.id == id) return;  // made up, but live: not stale
@@ -315,7 +336,7 @@ class harness {
   void retain() {
     if (leases_.empty()) return;
     auto& l = leases_[in_.in_range(0, leases_.size() - 1)];
-    trackers_[l.alloc].mark_retained(l.id);
+    l.id = trackers_[l.alloc].mark_retained(l.id);
     l.holder = holder_kind::retained;
     note_told();
   }

@@ -3,6 +3,7 @@
 // wait queue so a writer is not starved by a stream of readers.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -57,7 +58,9 @@ std::error_code acquire_error(acquire_status st) noexcept;
 
 class access_tracker {
  public:
-  access_tracker();
+  /// `extent`: the root allocation's size. Runs reading all of it while no
+  /// write is held or queued take their lease without the lock (0: never).
+  explicit access_tracker(std::size_t extent = 0);
   access_tracker(const access_tracker&) = delete;
   access_tracker& operator=(const access_tracker&) = delete;
 
@@ -76,13 +79,20 @@ class access_tracker {
 
   static std::uint64_t next_wait_seq() noexcept;
 
+  /// Releases a held lease. A lease taken without the lock (shared_read_id)
+  /// is a count, not an entry: releasing it twice is the caller's bug.
   void release(std::uint64_t id) noexcept;
   /// Releases every lease of `leases` (all of this tracker) under one lock,
   /// then tells the waiters once: the reactor's batched release (lease_batch).
   void release(std::span<const lease_ref> leases) noexcept;
   /// Keeps the lease for good and makes later conflicts report `retained`;
   /// requests queued on the tracker are told to retry (they now fail).
-  void mark_retained(std::uint64_t id) noexcept;
+  /// Returns the lease's id from now on (a shared read becomes an entry).
+  [[nodiscard]] std::uint64_t mark_retained(std::uint64_t id) noexcept;
+
+  /// The id of every lease taken without the lock (a whole-extent read by a
+  /// run while the gate is open); never an entry's id (slot index ~0u).
+  static constexpr std::uint64_t shared_read_id = ~std::uint64_t{0};
 
   /// Entries and waiters now held (tests, diagnostics).
   std::size_t active_count() const;
@@ -103,6 +113,15 @@ class access_tracker {
     access_mode mode;
   };
 
+  // Whole-extent reads by runs while no write is held or queued: counted
+  // here with one atomic operation each way instead of an entry under the
+  // mutex (docs/DESIGN.md, "Shared reads without the lock"). The top bit is
+  // the gate: set, under the mutex, while writers_ > 0 or waiting_ is not
+  // empty; a set gate sends newcomers to the locked path.
+  static constexpr std::uint64_t gate_closed = std::uint64_t{1} << 63;
+  std::atomic<std::uint64_t> shared_{0};
+  const std::size_t extent_;
+
   mutable std::mutex mutex_;
   // Held leases in slots: a lease's id names its slot, so release is O(1)
   // however many runs share the allocation. Freed slots are reused; the
@@ -119,6 +138,15 @@ class access_tracker {
   void drop(std::uint64_t id) noexcept;
   /// Under mutex_: tells every queued request's listener to retry.
   void notify_waiters() noexcept;
+  /// Under mutex_: opens or closes the gate to match writers_ and waiting_.
+  void update_gate() noexcept;
+  /// Takes a shared read of the whole extent without the lock, if `r` is
+  /// one and the gate is open.
+  bool try_shared(const access_request& r) noexcept;
+  /// Gives back `n` shared reads; the last one out while the gate is closed
+  /// tells the waiters (a queued writer may now proceed).
+  void release_shared(std::uint64_t n) noexcept;
+  std::uint64_t shared_count() const noexcept { return shared_.load(std::memory_order_acquire) & ~gate_closed; }
 
   static bool overlaps(std::size_t b1, std::size_t e1, std::size_t b2, std::size_t e2) noexcept {
     return b1 < e2 && b2 < e1;
