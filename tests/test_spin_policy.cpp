@@ -2,9 +2,11 @@
 // "Adaptive spinning"): a unit test of the policy the reactor follows.
 #include <doctest/doctest.h>
 
+#include "../src/reactor/resubmit_policy.hpp"
 #include "../src/reactor/spin_policy.hpp"
 
 using namespace std::chrono_literals;
+using xrtio::detail::resubmit_policy;
 using xrtio::detail::spin_policy;
 
 TEST_CASE("spin policy: spins the whole window until a spin finds nothing") {
@@ -44,4 +46,37 @@ TEST_CASE("spin policy: a zero window never spins") {
   CHECK(p.budget() == 0ns);
   p.activity_after(1ns);
   CHECK(p.budget() == 0ns);
+}
+
+// The spin after posting completions, for the next submissions
+// (src/reactor/resubmit_policy.hpp).
+TEST_CASE("resubmit policy: spins while runs are shorter than the window, not once they take longer") {
+  resubmit_policy p(20us);
+  CHECK(p.budget() == 20us);  // nothing learned: runs assumed short
+  for (int i = 0; i < 40; ++i) p.learn(std::chrono::nanoseconds(50us).count());  // 50 us runs
+  CHECK(p.budget() == 0ns);
+  for (int i = 0; i < 40; ++i) p.learn(std::chrono::nanoseconds(2us).count());
+  CHECK(p.budget() == 20us);
+}
+
+TEST_CASE("resubmit policy: one long run does not turn the spin off, a run of them does") {
+  resubmit_policy p(20us);
+  for (int i = 0; i < 40; ++i) p.learn(std::chrono::nanoseconds(1us).count());
+  p.learn(std::chrono::nanoseconds(100us).count());  // average now ~13 us
+  CHECK(p.budget() == 20us);
+  p.learn(std::chrono::nanoseconds(100us).count());
+  p.learn(std::chrono::nanoseconds(100us).count());
+  CHECK(p.budget() == 0ns);
+}
+
+TEST_CASE("resubmit policy: a spin that finds no submission halves the next, a quick submission restores it") {
+  resubmit_policy p(20us);
+  p.missed();
+  CHECK(p.budget() == 10us);
+  p.missed();
+  CHECK(p.budget() == 5us);
+  p.activity_after(200us);  // the handler took long: leave it
+  CHECK(p.budget() == 5us);
+  p.activity_after(8us);  // a full spin would have caught this one
+  CHECK(p.budget() == 20us);
 }

@@ -19,6 +19,7 @@
 #include "memory/lease_batch.hpp"
 #include "observe/run_observer.hpp"
 #include "reactor_counters.hpp"
+#include "resubmit_policy.hpp"
 #include "spin_policy.hpp"
 #include "util/atomic_intrusive_stack.hpp"
 #include "util/intrusive_queue.hpp"
@@ -94,6 +95,8 @@ class reactor final : public access_listener {
     std::chrono::nanoseconds backoff;
     bool in_flight = false;  // runs were on the device while resting since last_activity
     bool missed = false;     // a spin since last_activity ran out (spin_policy::missed)
+    bool posted = false;     // the pass at last_activity posted run completions
+    bool posted_missed = false;  // ... and the spin for the next submission ran out
   };
 
   // reactor.cpp: intake and the loop.
@@ -209,6 +212,11 @@ class reactor final : public access_listener {
   device_tracker devices_;
   completion_predictor predictor_{opts_};
   spin_policy spin_{opts_.spin_window};
+  // The spin after posting completions with nothing left on the device,
+  // for the submissions their handlers make next (rest()); adapted apart
+  // from spin_, whose events are the device's.
+  resubmit_policy resubmit_{opts_.spin_window};
+  bool run_posted_ = false;  // flush_completions posted completions since run() last looked
   unsigned aborting_ = 0;   // runs in device_ with an abort under way
   unsigned fresh_ = 0;      // runs added to the front of device_ since the last scan
   bool signalled_ = false;  // a device reported completions not scanned for yet

@@ -234,6 +234,7 @@ void reactor::flush_completions(clock::time_point seen) noexcept {
   // Before any post: a handler may take the same ranges at once.
   leases_.flush();
   run_op_base* done = done_.take_all();
+  if (done) run_posted_ = true;
   for (auto* op = done; op; op = op->next) {
     auto& r = op->result;
     if (r.submitted != none && r.observed == none) {  // final on the device (finish())
@@ -241,7 +242,9 @@ void reactor::flush_completions(clock::time_point seen) noexcept {
       r.observed = std::max({seen, r.submitted, r.device_completed});
       bool device_known = r.device_completed != none;
       if (!device_known) r.device_completed = r.observed;
-      metrics_.device_time.add_single_writer((r.device_completed - r.submitted).count());
+      auto device_ns = (r.device_completed - r.submitted).count();
+      metrics_.device_time.add_single_writer(device_ns);
+      resubmit_.learn(device_ns);
       metrics_.lease_queueing.add_single_writer(op->queued_at == none ? 0 : (r.submitted - op->queued_at).count());
       if (device_known) trace_at(tk::device_completed, op, r.device_completed);
     }
