@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <thread>
 
 namespace xrtio::detail {
 namespace {
@@ -47,22 +48,27 @@ access_tracker::access_tracker(std::size_t extent) : extent_(extent) {
   free_.reserve(8);
 }
 
-bool access_tracker::try_shared(const access_request& r) noexcept {
-  if (r.mode != access_mode::read || r.begin != 0 || r.end != extent_ || extent_ == 0) return false;
+bool access_tracker::shared_eligible(const access_request& r) noexcept {
+  auto* t = r.tracker;
+  return r.mode == access_mode::read && r.begin == 0 && t->extent_ != 0 && r.end == t->extent_;
+}
+
+bool access_tracker::try_shared(std::uint64_t unit) noexcept {
   auto v = shared_.load(std::memory_order_relaxed);
-  // A writer closes the gate (fetch_or) and then counts the shared reads in
-  // the value it replaced: this increment either precedes that, and is
-  // counted, or fails, and the reader takes the locked path.
+  // A writer closes the gate (fetch_or) and then looks at the count in the
+  // value it replaced: this increment either precedes that, and is seen, or
+  // fails, and the reader takes the locked path.
   while (!(v & gate_closed))
-    if (shared_.compare_exchange_weak(v, v + 1, std::memory_order_acquire, std::memory_order_relaxed)) return true;
+    if (shared_.compare_exchange_weak(v, v + unit, std::memory_order_acquire, std::memory_order_relaxed)) return true;
   return false;
 }
 
 void access_tracker::release_shared(std::uint64_t n) noexcept {
   auto v = shared_.fetch_sub(n, std::memory_order_release);
-  if ((v & gate_closed) && (v & ~gate_closed) == n) {
+  if ((v & gate_closed) && (v & held_mask) == n) {
     // The last shared read went while a writer is held or queued: a queued
-    // one may now proceed.
+    // one may now proceed. (No pending take can be under way here: a writer
+    // that closed the gate waited them out, and none starts while it is closed.)
     std::lock_guard lock(mutex_);
     notify_waiters();
   }
@@ -107,20 +113,42 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   // all or nothing, without a lock. A waiter is queued in a tracker it
   // touches, whose gate is closed then: it takes the locked path, which
   // removes it from the queues.
-  if (holder == holder_kind::run) {
-    std::size_t taken = 0;
-    while (taken < reqs.size() && reqs[taken].tracker->try_shared(reqs[taken])) ++taken;
-    if (taken == reqs.size()) {
-      for (auto& r : reqs) r.id = shared_read_id;
-      return acquire_status::acquired;
+  if (holder == holder_kind::run && std::all_of(reqs.begin(), reqs.end(), shared_eligible)) {
+    if (reqs.size() == 1) {
+      if (reqs[0].tracker->try_shared(1)) {
+        reqs[0].id = shared_read_id;
+        return acquire_status::acquired;
+      }
+    } else {
+      // Several: each taken as pending first, then all made held. A writer
+      // that meets a pending take waits for it to be made held or given
+      // back, so no one ever sees a conflict with reads that were not
+      // granted (invariant 6: all or nothing).
+      std::size_t taken = 0;
+      while (taken < reqs.size() && reqs[taken].tracker->try_shared(pending_unit)) ++taken;
+      if (taken == reqs.size()) {
+        for (auto& r : reqs) {
+          r.tracker->shared_.fetch_add(1 - pending_unit, std::memory_order_release);  // pending -> held
+          r.id = shared_read_id;
+        }
+        return acquire_status::acquired;
+      }
+      for (std::size_t i = 0; i < taken; ++i) reqs[i].tracker->shared_.fetch_sub(pending_unit, std::memory_order_release);
     }
-    for (std::size_t i = 0; i < taken; ++i) reqs[i].tracker->release_shared(1);
   }
   tracker_set set(reqs);
   for (std::size_t i = 0; i < set.count; ++i) set.items[i]->mutex_.lock();
-  auto unlock_all = [&] {
-    for (std::size_t i = set.count; i-- > 0;) set.items[i]->mutex_.unlock();
-  };
+  // However this ends (allocation failure in a message, a queue or a slot
+  // throws), every gate matches its tracker again and every lock is given
+  // back: run_core::acquire turns the exception into a conflict, and a
+  // tracker left locked would deadlock its next acquisition.
+  struct unlock_all {
+    tracker_set& set;
+    ~unlock_all() {
+      for (std::size_t i = 0; i < set.count; ++i) set.items[i]->update_gate();
+      for (std::size_t i = set.count; i-- > 0;) set.items[i]->mutex_.unlock();
+    }
+  } unlock{set};
 
   // Check every request against what is held and what queued before it.
   acquire_status result = acquire_status::acquired;
@@ -143,7 +171,11 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
     // writer held or queued.
     if (r.mode == access_mode::write && r.begin < r.end) {
       auto v = t->shared_.fetch_or(gate_closed, std::memory_order_acq_rel);
-      if (v & ~gate_closed) {
+      // Takes under way (pending) end in a few instructions, made held or
+      // given back; the closed gate lets no new one start.
+      for (unsigned spins = 0; v & pending_mask; v = t->shared_.load(std::memory_order_acquire))
+        if (++spins % 64 == 0) std::this_thread::yield();  // its thread was preempted
+      if (v & held_mask) {
         result = acquire_status::conflict;
         if (why) *why = describe(t, r.begin, r.end, r.mode, 0, t->extent_, access_mode::read, holder_name(holder_kind::run));
         break;
@@ -163,8 +195,12 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   }
 
   if (result == acquire_status::acquired) {
-    for (auto& r : reqs) {
-      r.id = r.tracker->add(r.begin, r.end, r.mode, holder);
+    std::size_t added = 0;
+    try {
+      for (; added < reqs.size(); ++added) reqs[added].id = reqs[added].tracker->add(reqs[added].begin, reqs[added].end, reqs[added].mode, holder);
+    } catch (...) {
+      for (std::size_t i = 0; i < added; ++i) reqs[i].tracker->drop(reqs[i].id);  // all or nothing
+      throw;
     }
     if (w) {
       for (std::size_t i = 0; i < set.count; ++i) {
@@ -186,8 +222,6 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
     }
     result = acquire_status::queued;
   }
-  for (std::size_t i = 0; i < set.count; ++i) set.items[i]->update_gate();
-  unlock_all();
   return result;
 }
 

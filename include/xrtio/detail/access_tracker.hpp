@@ -118,7 +118,13 @@ class access_tracker {
   // mutex (docs/DESIGN.md, "Shared reads without the lock"). The top bit is
   // the gate: set, under the mutex, while writers_ > 0 or waiting_ is not
   // empty; a set gate sends newcomers to the locked path.
+  // Below the gate: takes in progress (pending_unit each, bits 32-62: an
+  // acquisition of several allocations takes them all before any is held)
+  // and held shared reads (bits 0-31).
   static constexpr std::uint64_t gate_closed = std::uint64_t{1} << 63;
+  static constexpr std::uint64_t pending_unit = std::uint64_t{1} << 32;
+  static constexpr std::uint64_t pending_mask = gate_closed - pending_unit;
+  static constexpr std::uint64_t held_mask = pending_unit - 1;
   std::atomic<std::uint64_t> shared_{0};
   const std::size_t extent_;
 
@@ -140,13 +146,14 @@ class access_tracker {
   void notify_waiters() noexcept;
   /// Under mutex_: opens or closes the gate to match writers_ and waiting_.
   void update_gate() noexcept;
-  /// Takes a shared read of the whole extent without the lock, if `r` is
-  /// one and the gate is open.
-  bool try_shared(const access_request& r) noexcept;
+  /// Whether `r` may take the shared path (a read of its tracker's whole extent).
+  static bool shared_eligible(const access_request& r) noexcept;
+  /// Adds `unit` (1: held, pending_unit: pending) without the lock, if the gate is open.
+  bool try_shared(std::uint64_t unit) noexcept;
   /// Gives back `n` shared reads; the last one out while the gate is closed
   /// tells the waiters (a queued writer may now proceed).
   void release_shared(std::uint64_t n) noexcept;
-  std::uint64_t shared_count() const noexcept { return shared_.load(std::memory_order_acquire) & ~gate_closed; }
+  std::uint64_t shared_count() const noexcept { return shared_.load(std::memory_order_acquire) & held_mask; }
 
   static bool overlaps(std::size_t b1, std::size_t e1, std::size_t b2, std::size_t e2) noexcept {
     return b1 < e2 && b2 < e1;
