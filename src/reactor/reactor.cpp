@@ -291,9 +291,9 @@ void reactor::run() noexcept {
     if (r.again) continue;
     if (r.activity) {
       if (pace.in_flight) spin_.activity_after(now - pace.last_activity);
-      if (pace.posted) resubmit_.activity_after(now - pace.last_activity);
+      if (pace.posted_at != clock::time_point{}) resubmit_.activity_after(now - pace.posted_at);
       pace = {now, initial_backoff};
-      pace.posted = std::exchange(run_posted_, false);
+      if (std::exchange(run_posted_, false)) pace.posted_at = now;
     }
     rest(now, r.found, pace);
   }
@@ -382,9 +382,9 @@ void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace
     // of the io thread's samples with XRT's no-op device at C = 4096) and a
     // sleep here. Spin for them within resubmit_'s budget
     // (resubmit_policy.hpp; docs/DESIGN.md, "Adaptive spinning").
-    if (pace.posted && !shutting_down_) {
+    if (pace.posted_at != clock::time_point{} && !shutting_down_) {
       auto budget = resubmit_.budget();
-      if (now - pace.last_activity < budget) {
+      if (now - pace.posted_at < budget) {
         cpu_relax();
         return;
       }

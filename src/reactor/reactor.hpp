@@ -46,6 +46,8 @@ class reactor final : public access_listener {
   void stop() noexcept;  // reactor_shutdown.cpp
   runtime_stats stats() const noexcept;
   const runtime_options& options() const noexcept { return opts_; }
+  /// Whether submitters should linger for their runs (io_linger.hpp). Any thread.
+  bool short_runs() const noexcept { return short_runs_.load(std::memory_order_relaxed); }
   // Trace and metrics (src/observe/): read from any thread.
   const run_metrics& metrics() const noexcept { return metrics_; }
   const run_observer* observer() const noexcept { return observer_.get(); }
@@ -95,8 +97,11 @@ class reactor final : public access_listener {
     std::chrono::nanoseconds backoff;
     bool in_flight = false;  // runs were on the device while resting since last_activity
     bool missed = false;     // a spin since last_activity ran out (spin_policy::missed)
-    bool posted = false;     // the pass at last_activity posted run completions
-    bool posted_missed = false;  // ... and the spin for the next submission ran out
+    // When the pass at last_activity posted run completions (empty: it did
+    // not). The spin for the next submission, and what it learns when one
+    // comes, count from here, not from last_activity, which a sleep moves.
+    clock::time_point posted_at{};
+    bool posted_missed = false;  // the spin for the next submission ran out
   };
 
   // reactor.cpp: intake and the loop.
@@ -192,6 +197,10 @@ class reactor final : public access_listener {
   alignas(64) atomic_intrusive_stack<run_op_base, &run_op_base::next> incoming_;
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> wake_pending_{false};
+  // resubmit_.short_runs() as of the last pass that completed runs, for
+  // submitters (io_linger.cpp); written only when it changes. Reactor-thread
+  // mode only: in-loop the driver is the io thread.
+  std::atomic<bool> short_runs_{false};
   // Rarely set (cancellations, lease releases, stop), read on every pass.
   alignas(64) std::atomic<bool> cancel_pending_{false};
   std::atomic<bool> retry_pending_{false};

@@ -253,6 +253,10 @@ void reactor::flush_completions(clock::time_point seen) noexcept {
       trace_->record(tk::observed, op->run_id, r.observed != none ? r.observed : seen, outcome(op));
     }
   }
+  if (done && !driven()) {
+    bool short_runs = resubmit_.short_runs();
+    if (short_runs != short_runs_.load(std::memory_order_relaxed)) short_runs_.store(short_runs, std::memory_order_relaxed);
+  }
   rc::bump(counters_.batches, executor_batcher::post_all(done, opts_.max_batch));
 }
 

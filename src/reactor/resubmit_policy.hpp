@@ -24,8 +24,10 @@ class resubmit_policy {
   /// none while recent runs took the window or longer (the reactor sleeps
   /// during each of them), else the adaptive budget.
   std::chrono::nanoseconds budget() const noexcept {
-    return std::chrono::nanoseconds(recent_ns_) < window_ ? spin_.budget() : std::chrono::nanoseconds(0);
+    return short_runs() ? spin_.budget() : std::chrono::nanoseconds(0);
   }
+  /// Whether recent runs took less than the window on the device.
+  bool short_runs() const noexcept { return std::chrono::nanoseconds(recent_ns_) < window_; }
   /// The spin ran out before a submission came.
   void missed() noexcept { spin_.missed(); }
   /// Activity came `idle` after a pass that posted completions.

@@ -10,6 +10,8 @@
 #include <asio/system_executor.hpp>
 #include <system_error>
 
+#include "xrtio/detail/concrete_executor.hpp"
+#include "xrtio/detail/io_linger.hpp"
 #include "xrtio/detail/run_op.hpp"
 
 namespace xrtio::detail {
@@ -27,6 +29,22 @@ asio::execution_context& execution_context_of(const Ex& ex) noexcept {
     return asio::query(asio::system_executor(), asio::execution::context);
 }
 
+/// The io_context that `ex` (an io_context executor or strand, possibly
+/// inside any_io_executor) runs on, if the calling thread is running it
+/// now; else null: the io thread lingers only for executors that can say so.
+template <class Ex>
+asio::io_context* running_io_context(const Ex& ex) noexcept {
+  asio::io_context* io = nullptr;
+  with_concrete_executor(ex, [&](const auto& e) {
+    using E = std::decay_t<decltype(e)>;
+    if constexpr (std::is_same_v<E, io_executor> || std::is_same_v<E, tracked_io_executor> ||
+                  std::is_same_v<E, asio::strand<io_executor>> || std::is_same_v<E, asio::strand<tracked_io_executor>>) {
+      if (e.running_in_this_thread()) io = &static_cast<asio::io_context&>(asio::query(e, asio::execution::context));
+    }
+  });
+  return io;
+}
+
 /// Hands `op` to its reactor: completes it with `early_error` if set (bad
 /// arguments, a busy prepared run), else submits it. Registration comes
 /// first, so that destroying the handler's context with this run pending
@@ -38,7 +56,13 @@ void launch_run(Op* op, std::error_code early_error) {
   if (early_error) return reactor_reject(*op->rx, op, early_error);
   auto slot = asio::get_associated_cancellation_slot(op->handler());
   if (slot.is_connected()) slot.template emplace<cancel_handler>(cancel_handler{op});
+  // Found before the submission: after it the op may complete and be freed
+  // on the reactor's thread at any moment.
+  asio::io_context* linger_io = nullptr;
+  auto window = linger_window(*op->rx);
+  if (window.count() > 0) linger_io = running_io_context(op->executor());
   reactor_submit(*op->rx, op);
+  if (linger_io) linger_begin(*linger_io, window);
 }
 
 }  // namespace xrtio::detail

@@ -28,6 +28,7 @@
 #include "xrtio/detail/completion_service.hpp"
 #include "xrtio/detail/concrete_executor.hpp"
 #include "xrtio/detail/gather_list.hpp"
+#include "xrtio/detail/io_linger.hpp"
 #include "xrtio/detail/run_core.hpp"
 #include "xrtio/detail/run_observer.hpp"
 #include "xrtio/detail/static_block_pool.hpp"
@@ -247,6 +248,7 @@ class run_op final : public Base {
       // throws; a guard asking std::uncaught_exceptions() in its destructor
       // cost a thread-local lookup per handler (2.3 % of a cached 4 KiB
       // read's samples, docs/PERFORMANCE.md, "File I/O").
+      linger_note_completions();
       while (head) {
         auto* o = head;
         head = static_cast<run_op*>(o->batch_next);

@@ -1,0 +1,159 @@
+// The io thread lingers (docs/DESIGN.md, "The io thread lingers";
+// src/reactor/io_linger.cpp): in reactor-thread mode a short run submitted
+// from inside a handler of an io_context keeps that thread in the io_context
+// until its completion has run or a bounded budget has passed, so the
+// completion does not have to wake it. These cases check when it lingers,
+// that it ends, and that it never holds a run's completion back.
+#include <doctest/doctest.h>
+
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+
+#include "xrtio/detail/io_linger.hpp"
+#include "xrtio/xrtio.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+/// A spin window far longer than a simulated run takes on a loaded host
+/// (the device thread's wake-up included), so that whether runs count as
+/// short does not depend on the host's speed.
+xrtio::runtime_options wide_window() {
+  xrtio::runtime_options o;
+  o.spin_window = 20ms;
+  return o;
+}
+
+struct sim_runtime {
+  xrtio::runtime rt;
+  xrtio::context ctx;
+  explicit sim_runtime(xrtio::sim::device_config cfg = {}, xrtio::runtime_options o = {}) : rt(o) {
+    ctx = xrtio::sim::open(std::move(cfg));
+    ctx.bind(rt);
+  }
+};
+
+/// `n` runs one after the other, each submitted by the previous one's
+/// handler on `ex`; records whether the thread lingered right after each
+/// submission (from the second on: the first is made outside any handler).
+template <class Ex>
+struct chain {
+  xrtio::context& ctx;
+  Ex ex;
+  int left;
+  int done = 0, lingered = 0, errors = 0;
+  void next() {
+    xrtio::async_run(ctx.kernel("noop"), asio::bind_executor(ex, [this](std::error_code ec, xrtio::run_result) {
+                       ++done;
+                       if (ec) ++errors;
+                       if (--left > 0) {
+                         next();
+                         if (xrtio::detail::linger_active_here()) ++lingered;
+                       }
+                     }));
+  }
+};
+}  // namespace
+
+TEST_CASE("io linger: short runs submitted from an io_context's handlers linger, and the lingering ends") {
+  sim_runtime s({}, wide_window());  // no latency: runs far shorter than spin_window
+  asio::io_context io;
+  chain<asio::io_context::executor_type> c{s.ctx, io.get_executor(), 200};
+  c.next();
+  io.run();  // returns: every linger ended (none keeps io busy for good)
+  CHECK(c.done == 200);
+  CHECK(c.errors == 0);
+  CHECK(c.lingered > 0);  // learned short after the first completions
+  CHECK_FALSE(xrtio::detail::linger_active_here());
+}
+
+TEST_CASE("io linger: on a strand, the thread lingers in the strand's io_context") {
+  sim_runtime s({}, wide_window());
+  asio::io_context io;
+  auto strand = asio::make_strand(io);
+  chain<asio::any_io_executor> c{s.ctx, asio::any_io_executor(strand), 100};
+  c.next();
+  io.run();
+  CHECK(c.done == 100);
+  CHECK(c.lingered > 0);
+  CHECK_FALSE(xrtio::detail::linger_active_here());
+}
+
+TEST_CASE("io linger: not while runs outlast spin_window") {
+  xrtio::sim::device_config cfg;
+  cfg.latency.fixed = 200us;  // ten times the default spin_window (20 us)
+  sim_runtime s(cfg);
+  asio::io_context io;
+  chain<asio::io_context::executor_type> c{s.ctx, io.get_executor(), 60};
+  c.next();
+  io.run();
+  CHECK(c.done == 60);
+  // The reactor's moving average starts at 0 (short): only the first few
+  // submissions, before it has learned from completed runs, may linger.
+  CHECK(c.lingered <= 10);
+}
+
+TEST_CASE("io linger: never for executors that cannot say where they run, nor in-loop mode") {
+  SUBCASE("thread_pool") {
+    sim_runtime s({}, wide_window());
+    asio::thread_pool pool(1);
+    chain<asio::thread_pool::executor_type> c{s.ctx, pool.get_executor(), 50};
+    c.next();
+    pool.join();
+    CHECK(c.done == 50);
+    CHECK(c.lingered == 0);
+  }
+  SUBCASE("in-loop mode") {
+    auto o = wide_window();
+    o.reactor_thread = false;
+    sim_runtime s({}, o);
+    asio::io_context io;
+    chain<asio::io_context::executor_type> c{s.ctx, io.get_executor(), 50};
+    c.next();
+    xrtio::run(io, s.rt);
+    CHECK(c.done == 50);
+    CHECK(c.lingered == 0);  // the driver polls runs itself between handlers
+  }
+}
+
+// A linger is a handler queued in the io_context: stopping the io_context
+// leaves it queued, and destroying it destroys the linger unrun. The thread
+// must linger again afterwards (a linger believed still active would turn
+// lingering off on this thread for good), and the run's completion is not
+// held back by it.
+TEST_CASE("io linger: an io_context destroyed with a linger queued ends it, and the thread lingers again") {
+  sim_runtime s({}, wide_window());
+  {
+    // Warm: the reactor learns that runs are short.
+    asio::io_context warm;
+    chain<asio::io_context::executor_type> c{s.ctx, warm.get_executor(), 20};
+    c.next();
+    warm.run();
+    REQUIRE(c.lingered > 0);
+  }
+  std::atomic<int> orphan_calls{0};
+  {
+    asio::io_context io;
+    bool lingered = false;
+    asio::post(io, [&] {
+      xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code, xrtio::run_result) {
+                         orphan_calls.fetch_add(1);
+                       }));
+      lingered = xrtio::detail::linger_active_here();
+      io.stop();
+    });
+    io.run();
+    CHECK(lingered);
+    CHECK(xrtio::detail::linger_active_here());  // still queued in the stopped io_context
+  }  // destroyed: the linger with it (and the run's handler, unrun or run: never twice)
+  CHECK_FALSE(xrtio::detail::linger_active_here());
+  CHECK(orphan_calls.load() <= 1);
+
+  asio::io_context again;
+  chain<asio::io_context::executor_type> c{s.ctx, again.get_executor(), 20};
+  c.next();
+  again.run();
+  CHECK(c.done == 20);
+  CHECK(c.lingered > 0);
+}
