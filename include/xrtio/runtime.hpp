@@ -19,7 +19,11 @@ struct runtime_options {
   /// Keep polling without sleeping for up to this long after the last
   /// activity while runs are in flight. Adaptive: a spin that finds nothing
   /// halves the next one (down to none); activity within the window restores
-  /// it (docs/DESIGN.md, "Adaptive spinning"). 0 = never spin.
+  /// it (docs/DESIGN.md, "Adaptive spinning"). While recent runs took less
+  /// than this on the device, the reactor also waits this long at most for
+  /// the next submission after posting completions, and an io_context thread
+  /// that submitted a run from one of its handlers lingers in its io_context
+  /// for the completion ("The io thread lingers"). 0 = never spin or linger.
   std::chrono::nanoseconds spin_window = std::chrono::microseconds(20);
   /// Longest sleep between polls while runs are in flight on a device that
   /// offers no completion event (and a safety net when it does).
