@@ -98,6 +98,7 @@ bool reactor::check_on_device(run_op_base* op, clock::time_point now, scan_resul
     finish(op, s);
     return true;
   }
+  op->seen_running = now;
   if (op->deadline <= now) {
     begin_abort(op, run_op_base::abort_reason::timeout, now);
     return false;
@@ -244,7 +245,14 @@ void reactor::flush_completions(clock::time_point seen) noexcept {
       if (!device_known) r.device_completed = r.observed;
       auto device_ns = (r.device_completed - r.submitted).count();
       metrics_.device_time.add_single_writer(device_ns);
-      resubmit_.learn(device_ns);
+      // Without the device's own time, observed - submitted includes how
+      // late this loop looked: learned from, a sleeping loop would judge
+      // runs long and go on sleeping (seen with XRT's no-op device: 19,903
+      // runs/s under perf against 142,117). The last scan that saw the run
+      // running is a lower bound that does not depend on that.
+      auto seen = op->seen_running;
+      resubmit_.learn(device_known ? device_ns
+                                   : (seen > r.submitted ? (seen - r.submitted).count() : std::int64_t{0}));
       metrics_.lease_queueing.add_single_writer(op->queued_at == none ? 0 : (r.submitted - op->queued_at).count());
       if (device_known) trace_at(tk::device_completed, op, r.device_completed);
     }

@@ -109,6 +109,11 @@ class run_op_base {
 
   // Reactor thread only: when this run is expected to finish (max(): no prediction).
   std::chrono::steady_clock::time_point predicted = std::chrono::steady_clock::time_point::max();
+  // Reactor thread only: the last scan that found it still running (empty:
+  // none did). Where the device gives no completion time (XRT) it bounds the
+  // run's device time from below without counting the reactor's own
+  // lateness (resubmit_policy).
+  std::chrono::steady_clock::time_point seen_running{};
   run_op_base* next = nullptr;        // reactor lists
   run_op_base* batch_next = nullptr;  // completion batches
   std::shared_ptr<completion_registry> registry;
