@@ -266,7 +266,10 @@ TEST_CASE("reactor: a refused abort completes with abort_failed and retains the 
   io.run();
   CHECK(o.calls == 1);
   CHECK(o.ec == xrtio::errc::abort_failed);
-  CHECK(o.result.state == xrtio::run_state::running);  // what the device says: not final
+  // What the device says: not final. Running, or still queued for a compute
+  // unit when the 5 ms deadline passed first (a loaded host: 3 of 200 runs
+  // under ASan), which the simulator refuses to abort alike (sim_device.cpp).
+  CHECK((o.result.state == xrtio::run_state::running || o.result.state == xrtio::run_state::queued));
   auto s = f.rt.stats();
   CHECK(s.retained == 1);
   CHECK(s.timed_out == 0);
