@@ -24,6 +24,7 @@
 
 #include "xrtio/buffer.hpp"
 #include "xrtio/context.hpp"
+#include "tracker_request.hpp"
 #include "xrtio/detail/access_tracker.hpp"
 #include "xrtio/error.hpp"
 #include "xrtio/run.hpp"
@@ -421,14 +422,7 @@ struct counting_listener final : detail::access_listener {
   void access_released() noexcept override { ++released; }
 };
 
-detail::access_request req(detail::access_tracker& t, std::size_t b, std::size_t e, detail::access_mode m) {
-  detail::access_request r;
-  r.tracker = &t;
-  r.begin = b;
-  r.end = e;
-  r.mode = m;
-  return r;
-}
+using ttest::req;
 
 detail::acquire_status take(detail::access_request& r, std::string* why = nullptr,
                             const detail::access_waiter* w = nullptr) {

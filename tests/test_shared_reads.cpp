@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "tracker_request.hpp"
 #include "xrtio/detail/access_tracker.hpp"
 
 namespace detail = xrtio::detail;
@@ -27,14 +28,7 @@ struct counting_listener final : detail::access_listener {
   void access_released() noexcept override { told.fetch_add(1); }
 };
 
-detail::access_request req(detail::access_tracker& t, std::size_t b, std::size_t e, detail::access_mode m) {
-  detail::access_request r;
-  r.tracker = &t;
-  r.begin = b;
-  r.end = e;
-  r.mode = m;
-  return r;
-}
+using ttest::req;
 
 st take(detail::access_request& r, detail::holder_kind h = detail::holder_kind::run, std::string* why = nullptr,
         const detail::access_waiter* w = nullptr) {
