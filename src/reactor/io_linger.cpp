@@ -119,6 +119,7 @@ void linger_begin(asio::io_context& io, std::chrono::nanoseconds window) noexcep
       return;
     }
   }
+  if (window.count() == 0) return;
   auto& s = *h.state;
   if (s.active.load(std::memory_order_relaxed)) {
     s.renewed = true;

@@ -24,7 +24,10 @@ std::chrono::nanoseconds linger_window(const reactor& r) noexcept;
 /// submission: keeps this thread running `io` until a batch of completions
 /// has run on it or an adaptive budget (at most `window`) has passed. If it
 /// already lingers, the linger goes on for the new run instead
-/// (src/reactor/io_linger.cpp).
+/// (src/reactor/io_linger.cpp). With `window` 0 it only makes this thread's
+/// state, once: called for every run submitted from a handler, so that the
+/// thread's one allocation happens at its first such run, not at the first
+/// linger, which may come in the middle of a steady state.
 void linger_begin(asio::io_context& io, std::chrono::nanoseconds window) noexcept;
 
 /// A batch of completions is about to run on this thread.

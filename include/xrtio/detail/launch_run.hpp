@@ -58,9 +58,8 @@ void launch_run(Op* op, std::error_code early_error) {
   if (slot.is_connected()) slot.template emplace<cancel_handler>(cancel_handler{op});
   // Found before the submission: after it the op may complete and be freed
   // on the reactor's thread at any moment.
-  asio::io_context* linger_io = nullptr;
-  auto window = linger_window(*op->rx);
-  if (window.count() > 0) linger_io = running_io_context(op->executor());
+  asio::io_context* linger_io = running_io_context(op->executor());
+  auto window = linger_io ? linger_window(*op->rx) : std::chrono::nanoseconds(0);
   reactor_submit(*op->rx, op);
   if (linger_io) linger_begin(*linger_io, window);
 }
