@@ -9,6 +9,7 @@
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "xrtio/detail/io_linger.hpp"
 #include "xrtio/xrtio.hpp"
@@ -34,6 +35,19 @@ struct sim_runtime {
   }
 };
 
+/// Runs `f` on a thread of its own and waits for it. The linger's adaptive
+/// budget is per thread: on a 2-core host a spinning reactor and a
+/// lingering io thread can keep the simulated device's thread off the CPU,
+/// and each linger that runs out halves the next. A fresh thread starts with
+/// the whole budget, so whether these cases see a linger does not depend on
+/// the cases run before them on the same thread (2 of 24 runs of this file
+/// under ASan failed without it).
+template <class F>
+void on_fresh_thread(F f) {
+  std::thread t(f);
+  t.join();
+}
+
 /// `n` runs one after the other, each submitted by the previous one's
 /// handler on `ex`; records whether the thread lingered right after each
 /// submission (from the second on: the first is made outside any handler).
@@ -58,26 +72,30 @@ struct chain {
 
 TEST_CASE("io linger: short runs submitted from an io_context's handlers linger, and the lingering ends") {
   sim_runtime s({}, wide_window());  // no latency: runs far shorter than spin_window
-  asio::io_context io;
-  chain<asio::io_context::executor_type> c{s.ctx, io.get_executor(), 200};
-  c.next();
-  io.run();  // returns: every linger ended (none keeps io busy for good)
-  CHECK(c.done == 200);
-  CHECK(c.errors == 0);
-  CHECK(c.lingered > 0);  // learned short after the first completions
-  CHECK_FALSE(xrtio::detail::linger_active_here());
+  on_fresh_thread([&] {
+    asio::io_context io;
+    chain<asio::io_context::executor_type> c{s.ctx, io.get_executor(), 200};
+    c.next();
+    io.run();  // returns: every linger ended (none keeps io busy for good)
+    CHECK(c.done == 200);
+    CHECK(c.errors == 0);
+    CHECK(c.lingered > 0);  // learned short after the first completions
+    CHECK_FALSE(xrtio::detail::linger_active_here());
+  });
 }
 
 TEST_CASE("io linger: on a strand, the thread lingers in the strand's io_context") {
   sim_runtime s({}, wide_window());
-  asio::io_context io;
-  auto strand = asio::make_strand(io);
-  chain<asio::any_io_executor> c{s.ctx, asio::any_io_executor(strand), 100};
-  c.next();
-  io.run();
-  CHECK(c.done == 100);
-  CHECK(c.lingered > 0);
-  CHECK_FALSE(xrtio::detail::linger_active_here());
+  on_fresh_thread([&] {
+    asio::io_context io;
+    auto strand = asio::make_strand(io);
+    chain<asio::any_io_executor> c{s.ctx, asio::any_io_executor(strand), 100};
+    c.next();
+    io.run();
+    CHECK(c.done == 100);
+    CHECK(c.lingered > 0);
+    CHECK_FALSE(xrtio::detail::linger_active_here());
+  });
 }
 
 TEST_CASE("io linger: not while runs outlast spin_window") {
@@ -124,36 +142,39 @@ TEST_CASE("io linger: never for executors that cannot say where they run, nor in
 // held back by it.
 TEST_CASE("io linger: an io_context destroyed with a linger queued ends it, and the thread lingers again") {
   sim_runtime s({}, wide_window());
-  {
-    // Warm: the reactor learns that runs are short.
-    asio::io_context warm;
-    chain<asio::io_context::executor_type> c{s.ctx, warm.get_executor(), 20};
-    c.next();
-    warm.run();
-    REQUIRE(c.lingered > 0);
-  }
-  std::atomic<int> orphan_calls{0};
-  {
-    asio::io_context io;
-    bool lingered = false;
-    asio::post(io, [&] {
-      xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code, xrtio::run_result) {
-                         orphan_calls.fetch_add(1);
-                       }));
-      lingered = xrtio::detail::linger_active_here();
-      io.stop();
-    });
-    io.run();
-    CHECK(lingered);
-    CHECK(xrtio::detail::linger_active_here());  // still queued in the stopped io_context
-  }  // destroyed: the linger with it (and the run's handler, unrun or run: never twice)
-  CHECK_FALSE(xrtio::detail::linger_active_here());
-  CHECK(orphan_calls.load() <= 1);
+  on_fresh_thread([&] {
+    {
+      // Warm, briefly (each linger that runs out halves the next): the
+      // reactor learns that runs are short.
+      asio::io_context warm;
+      chain<asio::io_context::executor_type> c{s.ctx, warm.get_executor(), 3};
+      c.next();
+      warm.run();
+      REQUIRE(c.lingered > 0);
+    }
+    std::atomic<int> orphan_calls{0};
+    {
+      asio::io_context io;
+      bool lingered = false;
+      asio::post(io, [&] {
+        xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code, xrtio::run_result) {
+                           orphan_calls.fetch_add(1);
+                         }));
+        lingered = xrtio::detail::linger_active_here();
+        io.stop();
+      });
+      io.run();
+      CHECK(lingered);
+      CHECK(xrtio::detail::linger_active_here());  // still queued in the stopped io_context
+    }  // destroyed: the linger with it (and the run's handler, unrun or run: never twice)
+    CHECK_FALSE(xrtio::detail::linger_active_here());
+    CHECK(orphan_calls.load() <= 1);
 
-  asio::io_context again;
-  chain<asio::io_context::executor_type> c{s.ctx, again.get_executor(), 20};
-  c.next();
-  again.run();
-  CHECK(c.done == 20);
-  CHECK(c.lingered > 0);
+    asio::io_context again;
+    chain<asio::io_context::executor_type> c{s.ctx, again.get_executor(), 20};
+    c.next();
+    again.run();
+    CHECK(c.done == 20);
+    CHECK(c.lingered > 0);
+  });
 }
