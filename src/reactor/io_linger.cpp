@@ -20,7 +20,8 @@ namespace xrtio::detail {
 namespace {
 using clock = std::chrono::steady_clock;
 
-// One per thread, made at its first linger. Shared with the deferred
+// One per thread, made at the first run it submits from a handler
+// (linger_begin, also with window 0). Shared with the deferred
 // handler, which the io_context may destroy unrun on another thread (its
 // shutdown) after this thread ended.
 struct linger_state {
