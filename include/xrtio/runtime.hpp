@@ -25,6 +25,17 @@ struct runtime_options {
   /// that submitted a run from one of its handlers lingers in its io_context
   /// for the completion ("The io thread lingers"). 0 = never spin or linger.
   std::chrono::nanoseconds spin_window = std::chrono::microseconds(20);
+  /// While the handlers of runs it has completed have a backlog (at least
+  /// 4 x max_batch, and 256, posted to their executors and not yet begun),
+  /// the reactor sleeps up to this long instead of spinning or polling: the
+  /// handlers' threads are busy anyway, and the runs that finish meanwhile
+  /// are handed over in fuller batches. It wakes early when the backlog
+  /// falls to half that, for a cancellation, an abort's end, file pool
+  /// completions or the runtime's destruction. Meanwhile new submissions
+  /// (from any thread), device completions and the deadlines of runs not
+  /// yet taken in wait for its end (docs/DESIGN.md, "The reactor dozes
+  /// while handlers are behind"). 0 = never.
+  std::chrono::nanoseconds backlog_doze = std::chrono::microseconds(100);
   /// Longest sleep between polls while runs are in flight on a device that
   /// offers no completion event (and a safety net when it does).
   std::chrono::nanoseconds max_poll_interval = std::chrono::milliseconds(1);
@@ -124,7 +135,8 @@ struct runtime_stats {
   std::uint64_t in_flight = 0;  ///< now waiting for leases or on the device
   std::uint64_t polls = 0;      ///< state() calls
   std::uint64_t wakeups = 0;    ///< wake-ups by submitters or cancellations
-  std::uint64_t sleeps = 0;     ///< times the reactor blocked
+  std::uint64_t sleeps = 0;     ///< times the reactor blocked (not counting dozes)
+  std::uint64_t dozes = 0;      ///< sleeps while handlers had a backlog (runtime_options::backlog_doze)
   std::uint64_t batches = 0;    ///< completion batches posted to executors
   std::uint64_t predicted_wakeups = 0;  ///< timed sleeps ended early for a predicted completion
   std::uint64_t predictions_missed = 0;  ///< predictions given up (run still not final past the margin)

@@ -23,7 +23,10 @@ reactor::reactor(runtime_options o) : opts_(o), waiter_(o.use_io_uring) {
   // In-loop mode spins while runs are in flight: predictions would never be
   // used, and giving them up costs scans.
   if (driven()) opts_.predict_completions = false;
-  aborter_ = aborter::start([this] { wake(); });
+  aborter_ = aborter::start([this] {
+    end_doze();
+    wake();
+  });
   if (!driven()) thread_ = std::thread([this] { run(); });
 }
 
@@ -106,7 +109,55 @@ void reactor::access_released() noexcept { raise(retry_pending_); }
 void reactor::raise(std::atomic<bool>& flag) noexcept {
   flag.store(true, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  end_doze();
   wake();
+}
+
+namespace {
+// The backlog that starts a doze, and the one that ends it early: with
+// batches of max_batch, some batches' worth, so that the handlers' thread
+// still has work queued while the loop wakes, takes in and posts the next.
+std::int64_t doze_high(const runtime_options& o) noexcept {
+  return std::max<std::int64_t>(256, 4 * static_cast<std::int64_t>(o.max_batch));
+}
+}  // namespace
+
+void reactor::handlers_begun(std::size_t n) noexcept {
+  auto left = queued_handlers_.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_seq_cst) -
+              static_cast<std::int64_t>(n);
+  // The loop publishes dozing_, then reads the backlog; this thread lowers
+  // the backlog, then reads dozing_: one of the two sees the other (the
+  // fence for qemu-user, as in announce_sleep).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (left < doze_high(opts_) / 2 && dozing_.load(std::memory_order_seq_cst)) end_doze();
+}
+
+void reactor::end_doze() noexcept {
+  if (dozing_.load(std::memory_order_relaxed) && dozing_.exchange(false, std::memory_order_acq_rel)) waiter_.notify();
+}
+
+// While the handlers' threads have a backlog of completions to begin,
+// hurrying the next batch buys nothing: sleep (not announced to submitters,
+// whose runs wait for the doze's end) until the backlog falls, a request
+// that cannot wait arrives, the next deadline or backlog_doze. Measured with
+// XRT's no-op device at C = 4096, where the loop otherwise spins a whole
+// core for small batches (docs/DESIGN.md, "The reactor dozes while handlers
+// are behind").
+bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
+  if (opts_.backlog_doze.count() == 0 || shutting_down_) return false;
+  auto high = doze_high(opts_);
+  if (queued_handlers_.load(std::memory_order_relaxed) < high) return false;
+  dozing_.store(true, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (queued_handlers_.load(std::memory_order_seq_cst) < high / 2 || cancel_pending_.load() ||
+      retry_pending_.load() || stopping_.load() || file_ready_.load() || (file_engine_ && file_engine_->ready())) {
+    dozing_.store(false, std::memory_order_relaxed);
+    return true;  // pass again at once: something is to be done
+  }
+  reactor_counters::bump(counters_.dozes);
+  (void)waiter_.wait(std::min(found.next_deadline, saturating_deadline(now, opts_.backlog_doze)), {});
+  dozing_.store(false, std::memory_order_relaxed);
+  return true;
 }
 
 void reactor::reject(run_op_base* op, std::error_code ec) noexcept {
@@ -364,6 +415,7 @@ void reactor::attach_driver(void (*waker)(void*), void* ctx) {
 // spin_policy) or a completion is about to be scanned for, poll towards a
 // predicted completion, else sleep.
 void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace) noexcept {
+  if (doze(now, found)) return;
   if (device_.empty() && waiting_.empty()) {
     // File completions are reaped every pass. Spin too, within the spin
     // budget, once file_complete has posted a completion (file_posted_,

@@ -46,6 +46,12 @@ class reactor final : public access_listener {
   void stop() noexcept;  // reactor_shutdown.cpp
   runtime_stats stats() const noexcept;
   const runtime_options& options() const noexcept { return opts_; }
+  /// Completions posted to handlers' executors, and batches of them begun
+  /// (run_op's batch_fn): the backlog that lets the loop doze. Any thread.
+  void handlers_queued(std::size_t n) noexcept {
+    queued_handlers_.fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
+  }
+  void handlers_begun(std::size_t n) noexcept;
   /// Whether submitters should linger for their runs (io_linger.hpp). Any thread.
   bool short_runs() const noexcept { return short_runs_.load(std::memory_order_relaxed); }
   // Trace and metrics (src/observe/): read from any thread.
@@ -122,6 +128,8 @@ class reactor final : public access_listener {
   bool take_requests(clock::time_point now) noexcept;
   void intake() noexcept;
   void rest(clock::time_point now, const scan_result& found, pacing& pace) noexcept;
+  bool doze(clock::time_point now, const scan_result& found) noexcept;
+  void end_doze() noexcept;
   void sleep(clock::time_point until, std::span<backend::native_device* const> sources = {}) noexcept;
   void refresh_head(clock::time_point now) noexcept;
   void start_on_device(run_op_base* op) noexcept;
@@ -201,6 +209,11 @@ class reactor final : public access_listener {
   // submitters (io_linger.cpp); written only when it changes. Reactor-thread
   // mode only: in-loop the driver is the io thread.
   std::atomic<bool> short_runs_{false};
+  // Completions posted and not yet begun by their handlers (any thread,
+  // once per batch each side), and whether the loop dozes on that backlog
+  // (rest(); cleared by whoever ends the doze, so one notify per doze).
+  alignas(64) std::atomic<std::int64_t> queued_handlers_{0};
+  std::atomic<bool> dozing_{false};
   // Rarely set (cancellations, lease releases, stop), read on every pass.
   alignas(64) std::atomic<bool> cancel_pending_{false};
   std::atomic<bool> retry_pending_{false};

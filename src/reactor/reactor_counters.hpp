@@ -13,7 +13,7 @@ namespace xrtio::detail {
 struct reactor_counters {
   using counter = std::atomic<std::uint64_t>;
   counter submitted{0}, completed{0}, failed{0}, timed_out{0}, cancelled{0}, retained{0}, in_flight{0}, polls{0},
-      wakeups{0}, sleeps{0}, batches{0}, predicted_wakeups{0}, predictions_missed{0}, file_reads{0}, file_writes{0},
+      wakeups{0}, sleeps{0}, dozes{0}, batches{0}, predicted_wakeups{0}, predictions_missed{0}, file_reads{0}, file_writes{0},
       file_bytes_read{0}, file_bytes_written{0}, file_pieces{0}, file_cancels{0}, files_registered{0}, buffers_registered{0},
       registrations_refused{0}, pieces_fixed_file{0}, pieces_fixed_buffer{0}, file_submissions{0};
 
@@ -34,7 +34,7 @@ struct reactor_counters {
     runtime_stats s;
     s.submitted = v(submitted), s.completed = v(completed), s.failed = v(failed), s.timed_out = v(timed_out);
     s.cancelled = v(cancelled), s.retained = v(retained), s.in_flight = v(in_flight), s.polls = v(polls);
-    s.wakeups = v(wakeups), s.sleeps = v(sleeps), s.batches = v(batches);
+    s.wakeups = v(wakeups), s.sleeps = v(sleeps), s.dozes = v(dozes), s.batches = v(batches);
     s.predicted_wakeups = v(predicted_wakeups), s.predictions_missed = v(predictions_missed);
     s.file_reads = v(file_reads), s.file_writes = v(file_writes), s.file_bytes_read = v(file_bytes_read);
     s.file_bytes_written = v(file_bytes_written), s.file_pieces = v(file_pieces), s.file_cancels = v(file_cancels);

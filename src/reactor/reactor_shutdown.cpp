@@ -14,7 +14,7 @@ void reactor::stop() noexcept {
     return;
   }
   wake_pending_.store(false);
-  sleeping_.store(true);  // force a notify
+  sleeping_.store(true);  // force a notify: it also ends a doze (rest())
   wake();
   if (thread_.joinable()) thread_.join();
   else if (driven()) run();  // in-loop mode: no thread; this one drives the shutdown

@@ -14,6 +14,8 @@ std::shared_ptr<reactor> reactor_for(const xrtio::kernel& k, const run_options& 
 void reactor_submit(reactor& r, run_op_base* op) noexcept { r.submit(op); }
 void reactor_reject(reactor& r, run_op_base* op, std::error_code ec) noexcept { r.reject(op, ec); }
 void reactor_cancel(reactor& r, run_op_base* op, asio::cancellation_type t) noexcept { r.cancel(op, t); }
+void reactor_handlers_queued(reactor& r, std::size_t n) noexcept { r.handlers_queued(n); }
+void reactor_handlers_begun(reactor& r, std::size_t n) noexcept { r.handlers_begun(n); }
 
 }  // namespace xrtio::detail
 
@@ -29,6 +31,7 @@ runtime_options checked(runtime_options o) {
                   std::string("runtime_options::") + name + " is " + std::to_string(d.count()) + " ns: negative");
   };
   check(o.spin_window, "spin_window");
+  check(o.backlog_doze, "backlog_doze");
   check(o.max_poll_interval, "max_poll_interval");
   check(o.event_poll_interval, "event_poll_interval");
   check(o.timer_slack, "timer_slack");

@@ -7,7 +7,7 @@
 //
 //   xrtio-bench [--quick] [--repeat N] [--window S] [--json FILE] [--plot FILE.png]
 //               [--latencies US,US,..] [--in-flight C,C,..] [--contenders a,b,..]
-//               [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--max-poll-us US] [--predict|--no-predict]
+//               [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--doze-us US] [--max-poll-us US] [--predict|--no-predict]
 //               [--trace-capacity N] [--latency-histograms]
 //   xrtio-bench --io [--quick] [--repeat N] [--window S] [--warm S] [--json FILE] [--io-dir DIR] [--io-size BYTES]
 //               [--io-cases rand4k,seq1m] [--io-cache hot,cold] [--io-depths D,..] [--contenders a,b,..]

@@ -138,6 +138,13 @@ class run_op_base {
   const vtable* vt_;
 };
 
+/// Completions posted to handlers' executors and not yet begun, counted per
+/// batch by the reactor that finished them (src/reactor/runtime.cpp): while
+/// handlers have a backlog the reactor dozes rather than spins
+/// (docs/DESIGN.md, "The reactor dozes while handlers are behind").
+void reactor_handlers_queued(reactor& r, std::size_t n) noexcept;
+void reactor_handlers_begun(reactor& r, std::size_t n) noexcept;
+
 template <class Handler>
 using op_allocator_t = std::conditional_t<
     std::is_same_v<asio::associated_allocator_t<Handler>, std::allocator<void>>, asio::recycling_allocator<void>,
@@ -233,12 +240,14 @@ class run_op final : public Base {
 
   struct batch_fn {
     run_op* head;
-    explicit batch_fn(run_op* h) noexcept : head(h) {}
-    batch_fn(batch_fn&& o) noexcept : head(std::exchange(o.head, nullptr)) {}
+    std::size_t queued;  // counted in the reactor's backlog until the batch begins
+    batch_fn(run_op* h, std::size_t n) noexcept : head(h), queued(n) {}
+    batch_fn(batch_fn&& o) noexcept : head(std::exchange(o.head, nullptr)), queued(std::exchange(o.queued, 0)) {}
     batch_fn& operator=(batch_fn&&) = delete;
     ~batch_fn() {
       // Destroyed without running (the executor's context shut down):
       // destroy the handlers unrun and free the ops.
+      begin();
       while (head) {
         auto* n = static_cast<run_op*>(head->batch_next);
         if (head->registry) head->registry->remove(head);
@@ -253,6 +262,7 @@ class run_op final : public Base {
       // throws; a guard asking std::uncaught_exceptions() in its destructor
       // cost a thread-local lookup per handler (2.3 % of a cached 4 KiB
       // read's samples, docs/PERFORMANCE.md, "File I/O").
+      begin();
       linger_note_completions();
       while (head) {
         auto* o = head;
@@ -264,6 +274,11 @@ class run_op final : public Base {
           throw;
         }
       }
+    }
+    // The batch leaves the reactor's backlog (while the ops, and through
+    // them the reactor, still exist).
+    void begin() noexcept {
+      if (queued && head && head->rx) reactor_handlers_begun(*head->rx, std::exchange(queued, 0));
     }
   };
 
@@ -319,13 +334,18 @@ class run_op final : public Base {
     // a transfer's handler queued; docs/DESIGN.md, "Invariant 1").
     auto ex = asio::prefer(*live->work_, asio::execution::outstanding_work.untracked);
     auto* arena = &live->arena_;
+    std::size_t n = 0;
+    if (live->rx) {
+      for (run_op_base* o = live; o; o = o->batch_next) ++n;
+      reactor_handlers_queued(*live->rx, n);
+    }
     auto post = [&](const auto& e) {
       // What asio::post does, minus its work_dispatcher hop: never blocking,
       // a fork, storage from the op's arena (no allocation).
       asio::execution::execute(
           asio::prefer(asio::require(e, asio::execution::blocking.never), asio::execution::relationship.fork,
                        asio::execution::allocator(arena_allocator<void, arena_size>(arena))),
-          batch_fn(live));
+          batch_fn(live, n));
     };
     try {
       // A type-erased executor (any_io_executor, use_awaitable's) ignores the

@@ -1,0 +1,209 @@
+// The reactor dozes while handlers are behind (docs/DESIGN.md, "The reactor
+// dozes while handlers are behind"; runtime_options::backlog_doze): with
+// many completions posted and not yet begun, the reactor sleeps instead of
+// spinning, and wakes early when the backlog falls, for a cancellation and
+// for the runtime's destruction. These cases give it a doze of 30 s, so that
+// a missing early wake-up shows as a case that does not finish in time, and
+// check the backlog's count returns to zero on every path (a count left
+// high would make an idle reactor doze for ever).
+#include <doctest/doctest.h>
+
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+
+#include "xrtio/xrtio.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int backlog_runs = 600;  // above the doze's threshold (256 at max_batch 64)
+
+xrtio::runtime_options long_doze() {
+  xrtio::runtime_options o;
+  o.backlog_doze = 30s;
+  return o;
+}
+
+struct sim_runtime {
+  xrtio::runtime rt;
+  xrtio::context ctx;
+  explicit sim_runtime(xrtio::runtime_options o, xrtio::sim::device_config cfg = {}) : rt(o) {
+    ctx = xrtio::sim::open(std::move(cfg));
+    ctx.bind(rt);
+  }
+};
+
+/// Polls `pred` for up to `limit`; returns whether it held.
+template <class P>
+bool eventually(P pred, std::chrono::milliseconds limit = 10s) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+/// Submits `n` noop runs whose handlers will run on `io` (not running yet)
+/// and waits until the reactor dozes: their completions pile up in `io`
+/// unbegun. With a long doze the runs submitted after it began wait in the
+/// reactor's intake. `failed` counts handlers called with an error.
+void queue_backlog(sim_runtime& s, asio::io_context& io, int n, std::atomic<int>& ran, std::atomic<int>& failed) {
+  for (int i = 0; i < n; ++i)
+    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                       if (ec) ++failed;
+                       ++ran;
+                     }));
+  REQUIRE(eventually([&] { return s.rt.stats().dozes > 0; }));
+}
+
+}  // namespace
+
+TEST_CASE("backlog doze: with handlers behind the reactor dozes, and every handler runs once") {
+  sim_runtime s({});  // the default doze
+  asio::io_context io;
+  std::atomic<int> ran{0}, failed{0};
+  queue_backlog(s, io, backlog_runs, ran, failed);
+  io.run();
+  CHECK(ran == backlog_runs);
+  CHECK(failed == 0);
+}
+
+TEST_CASE("backlog doze: 0 turns it off") {
+  xrtio::runtime_options o;
+  o.backlog_doze = 0ns;
+  sim_runtime s(o);
+  asio::io_context io;
+  std::atomic<int> ran{0};
+  for (int i = 0; i < backlog_runs; ++i)
+    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                       CHECK(!ec);
+                       ++ran;
+                     }));
+  REQUIRE(eventually([&] { return s.rt.stats().completed >= backlog_runs; }));
+  std::this_thread::sleep_for(20ms);
+  CHECK(s.rt.stats().dozes == 0);
+  io.run();
+  CHECK(ran == backlog_runs);
+}
+
+TEST_CASE("backlog doze: a negative backlog_doze is refused") {
+  xrtio::runtime_options o;
+  o.backlog_doze = -1ns;
+  CHECK_THROWS_AS(xrtio::runtime{o}, xrtio::error);
+}
+
+TEST_CASE("backlog doze: the doze ends when the handlers' backlog falls") {
+  // Each handler submits the next run until 3000 have run: the reactor must
+  // take those submissions in while the backlog drains, long before its
+  // 30 s doze would end.
+  sim_runtime s(long_doze());
+  asio::io_context io;
+  std::atomic<int> ran{0}, failed{0};
+  queue_backlog(s, io, backlog_runs, ran, failed);
+  std::atomic<int> chained{0};
+  std::function<void()> next = [&] {
+    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                       CHECK(!ec);
+                       if (++chained < 3000) next();
+                     }));
+  };
+  asio::post(io, next);
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread t([&] { io.run(); });
+  bool done = eventually([&] { return chained.load() >= 3000; });
+  CHECK(done);
+  if (!done) io.stop();
+  t.join();
+  CHECK(ran == backlog_runs);
+  CHECK(failed == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);  // far below one 30 s doze
+}
+
+TEST_CASE("backlog doze: a cancellation ends the doze at once") {
+  // Run number backlog_runs + 1 hangs until aborted: it is submitted from a
+  // second io_context while the reactor dozes on the first one's backlog,
+  // and only its cancellation can end the 30 s doze early.
+  xrtio::sim::device_config cfg;
+  cfg.faults.push_back({.kernel = "noop", .run_number = backlog_runs + 1, .what = xrtio::sim::fault::hang});
+  sim_runtime s(long_doze(), std::move(cfg));
+  asio::io_context io;
+  std::atomic<int> ran{0}, failed{0};
+  queue_backlog(s, io, backlog_runs, ran, failed);
+
+  asio::io_context io2;
+  asio::cancellation_signal sig;
+  std::optional<std::error_code> got;
+  xrtio::async_run(s.ctx.kernel("noop"),
+                   asio::bind_cancellation_slot(sig.slot(), asio::bind_executor(io2, [&](std::error_code ec, xrtio::run_result) {
+                                                  got = ec;
+                                                })));
+  std::this_thread::sleep_for(20ms);  // the run waits in the reactor's intake
+  auto t0 = std::chrono::steady_clock::now();
+  sig.emit(asio::cancellation_type::terminal);
+  io2.run_for(10s);
+  REQUIRE(got.has_value());
+  CHECK(*got);  // cancelled: the hang never ends by itself
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  io.run();
+  CHECK(ran == backlog_runs);
+  CHECK(failed == 0);
+}
+
+TEST_CASE("backlog doze: destroying the runtime ends the doze") {
+  asio::io_context io;
+  std::atomic<int> ran{0}, failed{0};
+  std::optional<sim_runtime> s(std::in_place, long_doze());
+  queue_backlog(*s, io, backlog_runs, ran, failed);
+  auto t0 = std::chrono::steady_clock::now();
+  s.reset();  // the destructor: its reactor stops, the doze must end
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  io.run();  // the completions posted before stay valid
+  CHECK(ran == backlog_runs);
+}
+
+TEST_CASE("backlog doze: the backlog's count returns to zero after a throwing handler and a destroyed io_context") {
+  // A count left above the threshold would make the idle reactor doze over
+  // and over: dozes must stop growing once every batch has begun or been
+  // destroyed.
+  sim_runtime s({});
+  std::atomic<int> ran{0}, failed{0};
+  {
+    asio::io_context dead;
+    queue_backlog(s, dead, backlog_runs, ran, failed);  // destroyed unrun below
+    REQUIRE(eventually([&] { return s.rt.stats().completed >= backlog_runs; }));
+  }
+  CHECK(ran == 0);
+  asio::io_context io;
+  std::atomic<int> thrown{0};
+  auto before = s.rt.stats().completed;
+  for (int i = 0; i < backlog_runs; ++i)
+    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                       if (ec) ++failed;
+                       if (++ran % 100 == 0) {
+                         ++thrown;
+                         throw std::runtime_error("handler");
+                       }
+                     }));
+  REQUIRE(eventually([&] { return s.rt.stats().completed >= before + backlog_runs; }));
+  for (;;) {
+    try {
+      io.restart();
+      io.run();
+      break;
+    } catch (const std::runtime_error&) {
+    }
+  }
+  CHECK(ran == backlog_runs);
+  CHECK(failed == 0);
+  CHECK(thrown == backlog_runs / 100);
+  std::this_thread::sleep_for(20ms);
+  auto dozes = s.rt.stats().dozes;
+  std::this_thread::sleep_for(50ms);
+  CHECK(s.rt.stats().dozes == dozes);
+}
