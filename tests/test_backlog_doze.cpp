@@ -207,3 +207,19 @@ TEST_CASE("backlog doze: the backlog's count returns to zero after a throwing ha
   std::this_thread::sleep_for(50ms);
   CHECK(s.rt.stats().dozes == dozes);
 }
+
+TEST_CASE("backlog doze: handlers that never run do not keep the reactor waking") {
+  // The io_context is never run: its backlog never falls. A doze that found
+  // nothing new is not repeated, so the reactor sleeps as when idle.
+  sim_runtime s({});
+  asio::io_context io;
+  std::atomic<int> ran{0}, failed{0};
+  queue_backlog(s, io, backlog_runs, ran, failed);
+  REQUIRE(eventually([&] { return s.rt.stats().completed >= backlog_runs; }));
+  std::this_thread::sleep_for(10ms);
+  auto before = s.rt.stats();
+  std::this_thread::sleep_for(100ms);  // 1000 dozes of 100 us if each were repeated
+  auto after = s.rt.stats();
+  CHECK(after.dozes - before.dozes <= 1);
+  CHECK(after.wakeups + after.sleeps - before.wakeups - before.sleeps <= 1);
+}

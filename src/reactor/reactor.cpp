@@ -415,7 +415,10 @@ void reactor::attach_driver(void (*waker)(void*), void* ctx) {
 // spin_policy) or a completion is about to be scanned for, poll towards a
 // predicted completion, else sleep.
 void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace) noexcept {
-  if (doze(now, found)) return;
+  if (!pace.dozed && doze(now, found)) {
+    pace.dozed = true;
+    return;
+  }
   if (device_.empty() && waiting_.empty()) {
     // File completions are reaped every pass. Spin too, within the spin
     // budget, once file_complete has posted a completion (file_posted_,

@@ -108,6 +108,10 @@ class reactor final : public access_listener {
     // comes, count from here, not from last_activity, which a sleep moves.
     clock::time_point posted_at{};
     bool posted_missed = false;  // the spin for the next submission ran out
+    // rest() dozed (or meant to) since last_activity: a doze that found
+    // nothing new is not repeated, so handlers that never run (an io_context
+    // no longer run) do not keep the loop waking every backlog_doze.
+    bool dozed = false;
   };
 
   // reactor.cpp: intake and the loop.
