@@ -934,6 +934,30 @@ TEST_CASE("xrt npu: async_run_npu passes opcode 3, the instruction buffer, its w
   CHECK(back == words);
 }
 
+TEST_CASE("xrt npu: a pooled run's command gets each run's buffers, including a new buffer where a freed one was") {
+  // Pooled runs skip rebinding a buffer their command already holds
+  // (xrt_run::set_arg): a different buffer at the same argument, or a new
+  // one made where a freed one lived, must still reach the registers.
+  npu_fixture f;
+  auto instr = xb::load_npu_instructions(f.k, instruction_words(16, 4));
+  auto a = f.data(0), b = f.data(1), c = f.data(2), d = f.data(2);
+  auto regs_after = [&](std::initializer_list<const xrtio::buffer*> data) {
+    auto run = f.k.native().make_run();  // the pooled run the start below left
+    f.check_layout(xb::command_registers(*run), instr, data);
+  };
+  REQUIRE(xb::start_npu(f.k, instr, xrtio::in(a), xrtio::in(b), xrtio::out(c)).wait(5s).ok());
+  regs_after({&a, &b, &c});
+  REQUIRE(xb::start_npu(f.k, instr, xrtio::in(a), xrtio::in(b), xrtio::out(d)).wait(5s).ok());
+  regs_after({&a, &b, &d});
+  REQUIRE(xb::start_npu(f.k, instr, xrtio::in(a), xrtio::in(b), xrtio::out(c)).wait(5s).ok());
+  regs_after({&a, &b, &c});
+  for (int i = 0; i < 6; ++i) {
+    auto e = f.data(2);  // its native buffer may take the storage the last one freed
+    REQUIRE(xb::start_npu(f.k, instr, xrtio::in(a), xrtio::in(b), xrtio::out(e)).wait(5s).ok());
+    regs_after({&a, &b, &e});
+  }
+}
+
 TEST_CASE("xrt npu: runs sharing one instruction buffer do not conflict, start_npu and prepare_npu pass the same") {
   npu_fixture f;
   auto instr = xb::load_npu_instructions(f.k, instruction_words(16, 3));

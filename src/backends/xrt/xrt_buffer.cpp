@@ -3,6 +3,7 @@
 // reads that group back from an xrtio::buffer. On XRT's no-op driver its
 // calls into the driver's buffer map go through the noop_guard
 // (docs/DESIGN.md, "The no-op driver's buffer map").
+#include <atomic>
 #include <string>
 
 #include "xrt_fault_hook.hpp"
@@ -11,6 +12,11 @@
 
 namespace xrtio::xrt_backend {
 namespace detail {
+
+std::uint64_t xrt_buffer::next_serial() noexcept {
+  static std::atomic<std::uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 xrt_buffer::~xrt_buffer() {
   if (!noop_) return;

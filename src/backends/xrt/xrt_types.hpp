@@ -60,12 +60,19 @@ class xrt_buffer final : public backend::native_buffer {
   std::uint64_t address() const noexcept override;
 
   const xrt::bo& bo() const noexcept { return bo_; }
+  /// Unique in the process for its lifetime (never reused, unlike the
+  /// object's address): what a pooled run compares to skip rebinding the
+  /// same buffer (xrt_run::set_arg).
+  std::uint64_t serial() const noexcept { return serial_; }
   unsigned device_index() const noexcept { return device_index_; }
   int group() const noexcept { return group_; }
 
  private:
   void check(std::size_t size, std::size_t offset, const char* what) const;
 
+  static std::uint64_t next_serial() noexcept;
+
+  const std::uint64_t serial_ = next_serial();
   xrt::bo bo_;
   xrt::bo root_;  // the owned or imported allocation this view is of (bo_ itself for a root)
   std::size_t root_offset_ = 0;
@@ -108,6 +115,11 @@ class xrt_run final : public backend::native_run {
   noop_guard* noop_;                    // the kernel's
   const ert_packet* packet_ = nullptr;  // run_'s command (on the no-op driver only, for noop_guard::submitted)
   std::vector<bool> set_;               // arguments bound since the last release
+  // Per argument, the serial of the buffer XRT last bound there (0: none,
+  // a scalar, or a bind that failed). The command keeps its arguments
+  // across starts, so a pooled run given the same buffer again skips XRT's
+  // set_arg (docs/DESIGN.md, "XRT facts the code relies on").
+  std::vector<std::uint64_t> bound_;
   xrt::run run_;
   bool started_ = false;   // start() succeeded since the last release
   std::atomic<run_state> last_{run_state::new_};
