@@ -223,3 +223,31 @@ TEST_CASE("backlog doze: handlers that never run do not keep the reactor waking"
   CHECK(after.dozes - before.dozes <= 1);
   CHECK(after.wakeups + after.sleeps - before.wakeups - before.sleeps <= 1);
 }
+
+TEST_CASE("backlog doze: a backlog nobody runs does not make another io_context's runs wait a doze each") {
+  // 600 completions sit in an io_context never run; a second io_context
+  // runs 2000 runs one after the other. The reactor dozes again only after
+  // half a batch (32) of handlers began since its last doze, so the second
+  // one's runs see at most one doze per 32 of them (without the rule: one
+  // each: 2000 dozes of 2 ms).
+  xrtio::runtime_options o;
+  o.backlog_doze = 2ms;
+  sim_runtime s(o);
+  asio::io_context dead;
+  std::atomic<int> ran{0}, failed{0};
+  queue_backlog(s, dead, backlog_runs, ran, failed);
+  asio::io_context io;
+  int chained = 0;
+  std::function<void()> next = [&] {
+    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                       CHECK(!ec);
+                       if (++chained < 2000) next();
+                     }));
+  };
+  auto before = s.rt.stats().dozes;
+  asio::post(io, next);
+  std::thread t([&] { io.run_for(20s); });
+  t.join();
+  CHECK(chained == 2000);
+  CHECK(s.rt.stats().dozes - before <= 2000 / 32 + 1);
+}

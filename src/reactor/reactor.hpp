@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -217,7 +218,10 @@ class reactor final : public access_listener {
   // once per batch each side), and whether the loop dozes on that backlog
   // (rest(); cleared by whoever ends the doze, so one notify per doze).
   alignas(64) std::atomic<std::int64_t> queued_handlers_{0};
+  std::atomic<std::uint64_t> handlers_begun_{0};  // ever, for the doze's progress rule
   std::atomic<bool> dozing_{false};
+  // Loop only: handlers_begun_ when the last doze began (none yet: any).
+  std::optional<std::uint64_t> begun_at_doze_;
   // Rarely set (cancellations, lease releases, stop), read on every pass.
   alignas(64) std::atomic<bool> cancel_pending_{false};
   std::atomic<bool> retry_pending_{false};
