@@ -9,6 +9,7 @@
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "xrtio/detail/io_linger.hpp"
@@ -177,4 +178,27 @@ TEST_CASE("io linger: an io_context destroyed with a linger queued ends it, and 
     CHECK(c.done == 20);
     CHECK(c.lingered > 0);
   });
+}
+
+TEST_CASE("io linger: an io_context run by two threads: a linger taken by the other thread ends without touching its owner's state") {
+  // The linger is deferred to the io_context, and another of its threads
+  // may run it. Under TSan this case showed the race the owner check
+  // prevents (the example server with --threads 2).
+  sim_runtime s({}, wide_window());
+  asio::io_context io;
+  std::atomic<int> done{0}, errors{0};
+  constexpr int chains = 4, per_chain = 500;
+  std::function<void(int)> next = [&](int left) {
+    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&, left](std::error_code ec, xrtio::run_result) {
+                       if (ec) ++errors;
+                       ++done;
+                       if (left > 1) next(left - 1);
+                     }));
+  };
+  for (int c = 0; c < chains; ++c) asio::post(io, [&] { next(per_chain); });
+  std::thread t([&] { io.run(); });
+  io.run();
+  t.join();
+  CHECK(done == chains * per_chain);
+  CHECK(errors == 0);
 }

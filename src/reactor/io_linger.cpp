@@ -67,6 +67,11 @@ struct linger_fn {
   }
 
   void operator()() {
+    // Another thread of a multi-threaded io_context took it: the state is
+    // its owner's, unsynchronized, and lingering here keeps no one awake
+    // for that owner's completion (a data race under TSan with --threads 2
+    // in the example server). End it; the destructor clears `active`.
+    if (state_gone || this_thread_state.state != st) return;
     auto& s = *st;
     auto now = clock::now();
     if (s.started == clock::time_point{}) s.started = now;
