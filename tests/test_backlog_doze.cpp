@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "sim_runtime.hpp"
 #include "xrtio/xrtio.hpp"
 
 using namespace std::chrono_literals;
@@ -28,15 +29,6 @@ xrtio::runtime_options long_doze() {
   o.backlog_doze = 30s;
   return o;
 }
-
-struct sim_runtime {
-  xrtio::runtime rt;
-  xrtio::context ctx;
-  explicit sim_runtime(xrtio::runtime_options o, xrtio::sim::device_config cfg = {}) : rt(o) {
-    ctx = xrtio::sim::open(std::move(cfg));
-    ctx.bind(rt);
-  }
-};
 
 /// Polls `pred` for up to `limit`; returns whether it held.
 template <class P>
@@ -65,7 +57,7 @@ void queue_backlog(sim_runtime& s, asio::io_context& io, int n, std::atomic<int>
 }  // namespace
 
 TEST_CASE("backlog doze: with handlers behind the reactor dozes, and every handler runs once") {
-  sim_runtime s({});  // the default doze
+  sim_runtime s;  // the default doze
   asio::io_context io;
   std::atomic<int> ran{0}, failed{0};
   queue_backlog(s, io, backlog_runs, ran, failed);
@@ -171,7 +163,7 @@ TEST_CASE("backlog doze: the backlog's count returns to zero after a throwing ha
   // A count left above the threshold would make the idle reactor doze over
   // and over: dozes must stop growing once every batch has begun or been
   // destroyed.
-  sim_runtime s({});
+  sim_runtime s;
   std::atomic<int> ran{0}, failed{0};
   {
     asio::io_context dead;
@@ -211,7 +203,7 @@ TEST_CASE("backlog doze: the backlog's count returns to zero after a throwing ha
 TEST_CASE("backlog doze: handlers that never run do not keep the reactor waking") {
   // The io_context is never run: its backlog never falls. A doze that found
   // nothing new is not repeated, so the reactor sleeps as when idle.
-  sim_runtime s({});
+  sim_runtime s;
   asio::io_context io;
   std::atomic<int> ran{0}, failed{0};
   queue_backlog(s, io, backlog_runs, ran, failed);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "xrtio/detail/io_linger.hpp"
+#include "sim_runtime.hpp"
 #include "xrtio/xrtio.hpp"
 
 using namespace std::chrono_literals;
@@ -26,15 +27,6 @@ xrtio::runtime_options wide_window() {
   o.spin_window = 20ms;
   return o;
 }
-
-struct sim_runtime {
-  xrtio::runtime rt;
-  xrtio::context ctx;
-  explicit sim_runtime(xrtio::sim::device_config cfg = {}, xrtio::runtime_options o = {}) : rt(o) {
-    ctx = xrtio::sim::open(std::move(cfg));
-    ctx.bind(rt);
-  }
-};
 
 /// Runs `f` on a thread of its own and waits for it. The linger's adaptive
 /// budget is per thread: on a 2-core host a spinning reactor and a
@@ -72,7 +64,7 @@ struct chain {
 }  // namespace
 
 TEST_CASE("io linger: short runs submitted from an io_context's handlers linger, and the lingering ends") {
-  sim_runtime s({}, wide_window());  // no latency: runs far shorter than spin_window
+  sim_runtime s(wide_window());  // no latency: runs far shorter than spin_window
   on_fresh_thread([&] {
     asio::io_context io;
     chain<asio::io_context::executor_type> c{s.ctx, io.get_executor(), 200};
@@ -86,7 +78,7 @@ TEST_CASE("io linger: short runs submitted from an io_context's handlers linger,
 }
 
 TEST_CASE("io linger: on a strand, the thread lingers in the strand's io_context") {
-  sim_runtime s({}, wide_window());
+  sim_runtime s(wide_window());
   on_fresh_thread([&] {
     asio::io_context io;
     auto strand = asio::make_strand(io);
@@ -102,7 +94,7 @@ TEST_CASE("io linger: on a strand, the thread lingers in the strand's io_context
 TEST_CASE("io linger: not while runs outlast spin_window") {
   xrtio::sim::device_config cfg;
   cfg.latency.fixed = 200us;  // ten times the default spin_window (20 us)
-  sim_runtime s(cfg);
+  sim_runtime s({}, cfg);
   asio::io_context io;
   chain<asio::io_context::executor_type> c{s.ctx, io.get_executor(), 60};
   c.next();
@@ -115,7 +107,7 @@ TEST_CASE("io linger: not while runs outlast spin_window") {
 
 TEST_CASE("io linger: never for executors that cannot say where they run, nor in-loop mode") {
   SUBCASE("thread_pool") {
-    sim_runtime s({}, wide_window());
+    sim_runtime s(wide_window());
     asio::thread_pool pool(1);
     chain<asio::thread_pool::executor_type> c{s.ctx, pool.get_executor(), 50};
     c.next();
@@ -126,7 +118,7 @@ TEST_CASE("io linger: never for executors that cannot say where they run, nor in
   SUBCASE("in-loop mode") {
     auto o = wide_window();
     o.reactor_thread = false;
-    sim_runtime s({}, o);
+    sim_runtime s(o);
     asio::io_context io;
     chain<asio::io_context::executor_type> c{s.ctx, io.get_executor(), 50};
     c.next();
@@ -142,7 +134,7 @@ TEST_CASE("io linger: never for executors that cannot say where they run, nor in
 // lingering off on this thread for good), and the run's completion is not
 // held back by it.
 TEST_CASE("io linger: an io_context destroyed with a linger queued ends it, and the thread lingers again") {
-  sim_runtime s({}, wide_window());
+  sim_runtime s(wide_window());
   on_fresh_thread([&] {
     {
       // Warm, briefly (each linger that runs out halves the next): the
@@ -184,7 +176,7 @@ TEST_CASE("io linger: an io_context run by two threads: a linger taken by the ot
   // The linger is deferred to the io_context, and another of its threads
   // may run it. Under TSan this case showed the race the owner check
   // prevents (the example server with --threads 2).
-  sim_runtime s({}, wide_window());
+  sim_runtime s(wide_window());
   asio::io_context io;
   std::atomic<int> done{0}, errors{0};
   constexpr int chains = 4, per_chain = 500;

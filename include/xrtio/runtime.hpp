@@ -30,8 +30,10 @@ struct runtime_options {
   /// the reactor sleeps up to this long instead of spinning or polling: the
   /// handlers' threads are busy anyway, and the runs that finish meanwhile
   /// are handed over in fuller batches. It wakes early when the backlog
-  /// falls to half that, for a cancellation, an abort's end, file pool
-  /// completions or the runtime's destruction. Meanwhile new submissions
+  /// falls to half that, for a cancellation, a lease release, an abort's
+  /// end, file pool completions or the runtime's destruction, and dozes
+  /// again only after half a batch of handlers began (so a backlog nobody
+  /// runs costs other clients little). Meanwhile new submissions
   /// (from any thread), device completions and the deadlines of runs not
   /// yet taken in wait for its end (docs/DESIGN.md, "The reactor dozes
   /// while handlers are behind"). 0 = never.

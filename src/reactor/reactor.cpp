@@ -123,6 +123,7 @@ std::int64_t doze_high(const runtime_options& o) noexcept {
 }  // namespace
 
 void reactor::handlers_begun(std::size_t n) noexcept {
+  if (!counts_backlog_) return;
   handlers_begun_.fetch_add(n, std::memory_order_relaxed);
   auto left = queued_handlers_.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_seq_cst) -
               static_cast<std::int64_t>(n);

@@ -49,8 +49,11 @@ class reactor final : public access_listener {
   const runtime_options& options() const noexcept { return opts_; }
   /// Completions posted to handlers' executors, and batches of them begun
   /// (run_op's batch_fn): the backlog that lets the loop doze. Any thread.
+  /// Not counted where the loop never dozes (in-loop mode, backlog_doze 0):
+  /// both sides ask the same fixed options, so the count stays balanced.
   void handlers_queued(std::size_t n) noexcept {
-    queued_handlers_.fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
+    if (counts_backlog_)
+      queued_handlers_.fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
   }
   void handlers_begun(std::size_t n) noexcept;
   /// Whether submitters should linger for their runs (io_linger.hpp). Any thread.
@@ -217,6 +220,7 @@ class reactor final : public access_listener {
   // Completions posted and not yet begun by their handlers (any thread,
   // once per batch each side), and whether the loop dozes on that backlog
   // (rest(); cleared by whoever ends the doze, so one notify per doze).
+  const bool counts_backlog_ = opts_.reactor_thread && opts_.backlog_doze.count() > 0;
   alignas(64) std::atomic<std::int64_t> queued_handlers_{0};
   std::atomic<std::uint64_t> handlers_begun_{0};  // ever, for the doze's progress rule
   std::atomic<bool> dozing_{false};
