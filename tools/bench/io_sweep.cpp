@@ -2,7 +2,9 @@
 #include "io_sweep.hpp"
 
 #include <cstdio>
+#include <string>
 
+#include "cell_watchdog.hpp"
 #include "io_contenders.hpp"
 #include "measurement.hpp"
 
@@ -59,7 +61,10 @@ void run_io_sweep(std::vector<io_cell>& cells, int repeat, const test_file& f, d
       s.window_s = window_s;
       s.inline_limit = inline_limit;
       std::string why;
+      cell_watchdog_enter(c.contender + " " + case_name(c.kind) + (c.cold ? " cold" : " hot") +
+                          " QD=" + std::to_string(c.depth));
       auto r = run_io_contender(c.contender, s, why);
+      cell_watchdog_leave();
       if (!r) {
         c.skipped = why.empty() ? "not available" : why;
         std::fprintf(stderr, "%s %s %s QD=%d: skipped, %s\n", c.contender.c_str(), case_name(c.kind),

@@ -38,7 +38,10 @@
 //   raw-xrt-wait     (XRT no-op device) one thread per in-flight run (capped), start() + wait()
 //   xrtio            on the XRT no-op device as well ("xrtio@xrt" in the table)
 //   xrtio-prepared   prepare() once, async_execute() per run, on the XRT no-op device ("xrtio-prepared@xrt")
+#include <cstdlib>
+
 #include "alloc_count.hpp"
+#include "cell_watchdog.hpp"
 #include "contenders.hpp"
 #include "host_limits.hpp"
 #include "idle_wakeups.hpp"
@@ -70,6 +73,10 @@ int main(int argc, char** argv) {
   if (!opts) return 2;
   const options& o = *opts;
   set_up_process(o);
+  // A cell that takes minutes has hung (cells take a window plus set-up).
+  double watchdog_s = 120;
+  if (const char* w = std::getenv("XRTIO_BENCH_WATCHDOG_S")) watchdog_s = std::atof(w);
+  cell_watchdog_start(watchdog_s);
   if (o.io) return io::run_io_bench(o);
   bool xrt = o.wants_xrt() && prepare_xrt(o.xrt_delay_us, o.mkxclbin);
   print_preamble(o, xrt);

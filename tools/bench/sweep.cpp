@@ -3,7 +3,9 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
+#include "cell_watchdog.hpp"
 #include "contenders.hpp"
 
 namespace bench {
@@ -11,6 +13,10 @@ namespace {
 
 void run_cell(cell& c) {
   reset_cell();
+  cell_watchdog_enter(c.contender + " L=" + std::to_string(c.latency_us) + " C=" + std::to_string(c.c));
+  struct leave {
+    ~leave() { cell_watchdog_leave(); }
+  } on_exit;
   auto lat = std::chrono::microseconds(c.latency_us);
   result r;
   try {
