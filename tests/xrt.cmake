@@ -84,6 +84,11 @@ else()
   target_compile_definitions(test_xrt_hook PRIVATE ${_xrtio_xrt_defs})
   add_dependencies(test_xrt_hook xrtio-mkxclbin)
 
+  # XRT's no-op device completing at once (delay 0: its own process).
+  xrtio_test(test_xrt_wakeups test_xrt_wakeups.cpp)
+  target_compile_definitions(test_xrt_wakeups PRIVATE ${_xrtio_xrt_defs})
+  add_dependencies(test_xrt_wakeups xrtio-mkxclbin)
+
   xrtio_test(test_xrt_tools test_xrt_tools.cpp)
   target_compile_definitions(test_xrt_tools PRIVATE ${_xrtio_xrt_defs})
   add_dependencies(test_xrt_tools xrtio-mkxclbin xrtio-info)
