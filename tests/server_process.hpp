@@ -1,6 +1,7 @@
 // Test helper: runs xrtio-server as a child process on an ephemeral port.
 // The constructor waits (bounded) for its "listening on 127.0.0.1:PORT"
-// line; stop() sends SIGTERM and returns its exit status and its output.
+// line; stop() sends SIGTERM and returns its exit status and its output
+// (printed to stderr when the status is not 0).
 #pragma once
 
 #include <fcntl.h>
@@ -78,12 +79,12 @@ class server_process {
     while (std::chrono::steady_clock::now() < until) {
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return report(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     kill_now();
-    return -1;
+    return report(-1);
   }
   const std::string& output() const { return output_; }
   /// Sends `sig` (SIGSTOP, SIGCONT, ...) without waiting for anything.
@@ -108,6 +109,14 @@ class server_process {
     if (n <= 0) return false;
     output_.append(buf, static_cast<std::size_t>(n));
     return true;
+  }
+  // A failed exit shows what the server printed: a sanitizer's report
+  // (TSan exits 66) is otherwise lost with the test's CHECK on the status.
+  int report(int rc) const {
+    if (rc != 0)
+      std::fprintf(stderr, "xrtio-server %s %d; its output:\n%s\n", rc < 0 ? "was killed, status" : "exited with status",
+                   rc, output_.c_str());
+    return rc;
   }
   void kill_now() {
     ::kill(pid_, SIGKILL);

@@ -300,6 +300,9 @@ TEST_CASE("observe: metrics text reconciles with runtime::stats(), and the histo
   CHECK(m.at("xrtio_runs_in_flight") == st.in_flight);
   CHECK(m.at("xrtio_polls_total") == st.polls);  // nothing in flight: the loop polls no more
   CHECK(m.at("xrtio_wakeups_total") == st.wakeups);
+  CHECK(m.at("xrtio_sleeps_total") == st.sleeps);
+  CHECK(m.at("xrtio_dozes_total") == st.dozes);
+  CHECK(m.at("xrtio_completion_batches_total") == st.batches);
   CHECK(m.at("xrtio_runs_completed_total") == 20);
   CHECK(m.at("xrtio_runs_failed_total") == 2);  // ERROR, and the rejected run
   CHECK(m.at("xrtio_runs_timed_out_total") == 1);

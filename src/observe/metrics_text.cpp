@@ -87,6 +87,8 @@ std::string metrics_text(const runtime& rt, const memory_budget* budget) {
   scalar(s, "xrtio_wakeups_total", "counter", "Reactor sleeps ended by a wake-up from a submitter or canceller.",
          st.wakeups);
   scalar(s, "xrtio_sleeps_total", "counter", "Times the reactor blocked.", st.sleeps);
+  scalar(s, "xrtio_dozes_total", "counter",
+         "Times the reactor slept while handlers were behind (runtime_options::backlog_doze).", st.dozes);
   scalar(s, "xrtio_completion_batches_total", "counter", "Completion batches posted to executors.", st.batches);
   const auto& m = rx.metrics();
   histogram(s, "xrtio_device_time_seconds",
