@@ -19,7 +19,7 @@ void sim_device_impl::compute_unit(cu_slot& self) {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     auto now = clock::now();
-    if (heap_.empty() || heap_.front()->due_ > now) {
+    if (heap_.empty() || heap_.front().due > now) {
       rest(self, lock);
       continue;
     }
@@ -42,7 +42,7 @@ void sim_device_impl::compute_unit(cu_slot& self) {
 void sim_device_impl::rest(cu_slot& self, std::unique_lock<std::mutex>& lock) {
   auto until = clock::time_point::max();
   if (!heap_.empty()) {
-    auto due = heap_.front()->due_;
+    auto due = heap_.front().due;
     bool covered = std::any_of(cus_.begin(), cus_.end(), [&](const auto& cu) {
       return cu.get() != &self && cu->sleep_until != cu_slot::awake && cu->sleep_until <= due;
     });
@@ -50,7 +50,7 @@ void sim_device_impl::rest(cu_slot& self, std::unique_lock<std::mutex>& lock) {
     until = due;
     if (covered) {
       until = clock::time_point::max();
-      for (std::size_t i = 1; i < 3 && i < heap_.size(); ++i) until = std::min(until, heap_[i]->due_);
+      for (std::size_t i = 1; i < 3 && i < heap_.size(); ++i) until = std::min(until, heap_[i].due);
     }
   }
   self.sleep_until = until;
@@ -69,7 +69,7 @@ void sim_device_impl::rest(cu_slot& self, std::unique_lock<std::mutex>& lock) {
 // its kernel.
 void sim_device_impl::keep_standby(const cu_slot& self) {
   if (heap_.empty()) return;
-  auto due = heap_.front()->due_;
+  auto due = heap_.front().due;
   cu_slot* pick = nullptr;
   for (auto& cu : cus_) {
     if (cu.get() == &self) continue;

@@ -177,20 +177,20 @@ void sim_device_impl::wake_for(const sim_run& r, std::unique_lock<std::mutex>& l
 
 void sim_device_impl::push(sim_run* r) {
   r->in_queue_ = true;
-  heap_.push_back(r);
+  heap_.push_back({r->due_, r});
   std::push_heap(heap_.begin(), heap_.end(), later);
 }
 
 sim_run* sim_device_impl::pop() {
   std::pop_heap(heap_.begin(), heap_.end(), later);
-  sim_run* r = heap_.back();
+  sim_run* r = heap_.back().run;
   heap_.pop_back();
   r->in_queue_ = false;
   return r;
 }
 
 void sim_device_impl::remove(sim_run* r) {
-  auto it = std::find(heap_.begin(), heap_.end(), r);
+  auto it = std::find_if(heap_.begin(), heap_.end(), [r](const queued& q) { return q.run == r; });
   if (it != heap_.end()) {
     heap_.erase(it);
     std::make_heap(heap_.begin(), heap_.end(), later);
@@ -230,7 +230,8 @@ void sim_device_impl::finish(sim_run* r, run_state s) {
 // are told to stop and end so when their kernel returns (compute_unit.cpp).
 void sim_device_impl::lose_locked() {
   lost_.store(true);
-  for (auto* r : heap_) {
+  for (auto& q : heap_) {
+    auto* r = q.run;
     r->in_queue_ = false;
     r->lost_ = true;
     finish(r, run_state::no_response);
