@@ -187,9 +187,9 @@ class sim_device_impl final : public device {
   // A queue entry carries its run's due time: the heap's comparisons then
   // read the heap's own contiguous memory, not one sim_run (a cache miss
   // each, the line written long ago by the submitting thread) per step.
-  // Reading due_ through the run made the comparisons 2.5 % of the io
-  // thread's and 2.1 % of the compute units' samples at C = 4096, all of it
-  // under the device mutex (docs/PERFORMANCE.md, "The simulated device's own cost").
+  // Reading due_ through the run made the comparisons 2.1 % of all samples
+  // (on the compute units) at L = 50 us, C = 4096, all of it under the
+  // device mutex (docs/PERFORMANCE.md, "The simulated device's own cost").
   struct queued {
     clock::time_point due;
     sim_run* run;
