@@ -1573,3 +1573,140 @@ TEST_CASE("file io: a file registered on two rings is released from both, and a 
   char c;
   if (pfd.revents) CHECK(::read(p.rd, &c, 1) == 0);
 }
+
+// Copies on the kernel's workers (file_options::worker_read_min;
+// docs/DESIGN.md, "File I/O", "Copies on the kernel's workers").
+TEST_CASE("file io: large buffered read pieces issued while others are in flight go to the kernel's io_uring "
+          "workers with the file's bytes, while a lone piece, small pieces, writes, direct reads and worker_read_min 0 "
+          "never do") {
+  temp_dir dir;
+  auto path = dir.path / "workers";
+  constexpr std::size_t mib = std::size_t(1) << 20;
+  const auto content = random_bytes(8 * mib, 41);
+  write_file(path, content);  // just written: in the page cache
+  fixture f;
+  auto buf = f.ctx.alloc(8 * mib);
+  asio::io_context io;
+  // One read of `len` at offset `off` through `file`; returns the pieces
+  // and the pieces handed to workers it took, having checked its bytes.
+  struct counts {
+    std::uint64_t pieces, workers;
+  };
+  auto read = [&](xrtio::file& file, std::uint64_t off, std::size_t len) {
+    std::memset(buf.map().data(), 0, len);
+    auto s0 = f.rt.stats();
+    outcome o;
+    xrtio::async_read_file(file, off, xrtio::out(buf.sub(len, 0)), record(io, o));
+    run_until(io, o);
+    REQUIRE(!o.ec);
+    REQUIRE(o.bytes == len);
+    CHECK(std::memcmp(buf.map().data(), content.data() + off, len) == 0);
+    auto s1 = f.rt.stats();
+    return counts{s1.file_pieces - s0.file_pieces, s1.file_pieces_to_workers - s0.file_pieces_to_workers};
+  };
+  const xrtio::file_options defaults;
+  CHECK(defaults.worker_read_min == (256u << 10));
+  auto file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false});
+  // A 4 MiB read, four 1 MiB pieces issued at once: the first alone (copied
+  // at submission as before), the three issued while it is in flight to the
+  // workers. Where io_uring is refused the pool does all four.
+  auto c = read(file, 4096, 4 * mib);
+  CHECK(c.pieces == 4);
+  if (f.rt.stats().file_path != xrtio::file_io_path::io_uring) {
+    CHECK(c.workers == 0);
+    MESSAGE("XRTIO-SKIP: io_uring refused here: nothing goes to its workers (the thread pool ran)");
+    return;
+  }
+  CHECK(c.workers == 3);
+  SUBCASE("worker_read_min 0, or over the piece size: none") {
+    for (std::size_t min : {std::size_t(0), mib + 1}) {
+      CAPTURE(min);
+      auto off = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .worker_read_min = min});
+      c = read(off, 0, 4 * mib);
+      CHECK(c.pieces == 4);
+      CHECK(c.workers == 0);
+    }
+  }
+  SUBCASE("small pieces: none") {
+    auto small = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .chunk_size = 64 << 10});
+    c = read(small, 0, 2 * mib);
+    CHECK(c.pieces == 32);
+    CHECK(c.workers == 0);
+  }
+  SUBCASE("at exactly worker_read_min: handed over") {
+    auto exact = xrtio::file::open(path, xrtio::file_mode::read,
+                                   {.direct = false, .chunk_size = 256 << 10, .inline_read_limit = 0,
+                                    .worker_read_min = 256 << 10});
+    c = read(exact, 0, mib);
+    CHECK(c.pieces == 4);
+    CHECK(c.workers == 3);
+  }
+  SUBCASE("writes: none") {
+    auto out_path = dir.path / "written";
+    auto w = xrtio::file::open(out_path, xrtio::file_mode::write | xrtio::file_mode::create, {.direct = false});
+    buf.write(std::span<const std::byte>(content.data(), 4 * mib));
+    auto s0 = f.rt.stats();
+    outcome o;
+    xrtio::async_write_file(w, 0, xrtio::in(buf.sub(4 * mib, 0)), record(io, o));
+    run_until(io, o);
+    REQUIRE(!o.ec);
+    CHECK(o.bytes == 4 * mib);
+    auto s1 = f.rt.stats();
+    CHECK(s1.file_pieces - s0.file_pieces == 4);
+    CHECK(s1.file_pieces_to_workers == s0.file_pieces_to_workers);
+    auto back = read_whole(out_path);
+    REQUIRE(back.size() == 4 * mib);
+    CHECK(std::memcmp(back.data(), content.data(), 4 * mib) == 0);
+  }
+  SUBCASE("direct reads: none") {
+    auto direct = xrtio::file::open(path, xrtio::file_mode::read, {.direct = true});
+    if (!direct.direct()) {
+      MESSAGE("XRTIO-SKIP: O_DIRECT refused on " << path << ": " << direct.direct_fallback_reason());
+      return;
+    }
+    c = read(direct, 0, 4 * mib);
+    CHECK(c.pieces == 4);
+    CHECK(c.workers == 0);
+  }
+  SUBCASE("a cached read of worker_read_min or more is not done on the caller's thread while others of its "
+          "context are in flight: it goes to the loop") {
+    // One 1 MiB read alone (at once), whose handler issues three more: the
+    // first of them at once (its predecessor's handler runs: no longer in
+    // flight), the other two declined to the loop, where their pieces may
+    // go to the workers. Below worker_read_min (the 128 KiB reads of the
+    // test above) they would be done at once, one after another.
+    std::vector<std::byte> probe(4096);
+    iovec v{probe.data(), probe.size()};
+    if (::preadv2(file.native_handle(), &v, 1, 0, RWF_NOWAIT) != 4096) {
+      MESSAGE("XRTIO-SKIP: preadv2(RWF_NOWAIT) refused here (errno " << errno << "): no read is done inline");
+      return;
+    }
+    std::memset(buf.map().data(), 0, 4 * mib);
+    auto s0 = f.rt.stats();
+    int done = 0, failed = 0;
+    xrtio::async_read_file(file, 0, xrtio::out(buf.sub(mib, 0)),
+                           asio::bind_executor(io, [&](std::error_code ec, std::size_t bytes) {
+                             if (ec || bytes != mib) ++failed;
+                             for (std::size_t i = 1; i < 4; ++i)
+                               xrtio::async_read_file(file, i * 2 * mib, xrtio::out(buf.sub(mib, i * mib)),
+                                                      asio::bind_executor(io, [&](std::error_code e, std::size_t b) {
+                                                        if (e || b != mib) ++failed;
+                                                        ++done;
+                                                      }));
+                           }));
+    auto until = std::chrono::steady_clock::now() + 30s;
+    io.restart();
+    while (done < 3 && std::chrono::steady_clock::now() < until) io.run_one_for(10ms);
+    REQUIRE(done == 3);
+    CHECK(failed == 0);
+    CHECK(std::memcmp(buf.map().data(), content.data(), mib) == 0);
+    for (std::size_t i = 1; i < 4; ++i)
+      CHECK(std::memcmp(buf.map().data() + i * mib, content.data() + i * 2 * mib, mib) == 0);
+    auto s1 = f.rt.stats();
+    CHECK(s1.file_inline_reads - s0.file_inline_reads == 2);
+    CHECK(s1.file_inline_declined - s0.file_inline_declined == 2);
+    CHECK(s1.file_gathered_reads == s0.file_gathered_reads);
+    CHECK(s1.file_pieces - s0.file_pieces == 2);
+    CHECK(s1.file_pieces_to_workers - s0.file_pieces_to_workers <= 1);  // the one issued while the other was in flight, if it was
+  }
+}

@@ -28,6 +28,7 @@ struct file_piece {
   int buf_index = -1;  // io_uring: the fixed buffer memory lies in (READ_FIXED / WRITE_FIXED), -1: none
   bool stream = false;
   bool write = false;
+  bool to_workers = false;  // io_uring: IOSQE_ASYNC (file_options::worker_read_min)
   int result = 0;  // bytes, or -errno
   file_piece* op_next = nullptr;  // the op's pieces in flight
   file_piece* next = nullptr;     // engine queues, free list

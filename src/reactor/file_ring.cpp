@@ -98,6 +98,10 @@ class file_ring final : public file_engine {
       else io_uring_prep_read(sqe, fd, p->memory, unsigned(p->length), off);
     }
     if (p->file_slot >= 0) sqe->flags |= IOSQE_FIXED_FILE;
+    // A large cached read would otherwise be copied inside this thread's
+    // io_uring_submit, one after another; a worker copies it on whichever
+    // core is free (docs/DESIGN.md, "Copies on the kernel's workers").
+    if (p->to_workers) sqe->flags |= IOSQE_ASYNC;
     io_uring_sqe_set_data(sqe, p);
   }
 

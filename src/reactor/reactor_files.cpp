@@ -86,10 +86,20 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
   // them once it returns, here, in one submission, with no thread hop
   // (gathered_reads.cpp; run_op's gather). In-loop, this thread is the
   // loop's: the reads it declines reach the ring together at its next pass.
-  if (f->length <= batch_read_limit && f->registry && file_engine_is_ring() &&
-      f->registry->inline_candidates.load(std::memory_order_relaxed) > 1) {
-    counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
-    return !driven() && op->vt().gather(op);
+  //
+  // A large one (file_options::worker_read_min) goes to the loop instead:
+  // there its pieces are copied by the kernel's workers, on any free core,
+  // at the same time as the others' (file_pump).
+  if (f->registry && file_engine_is_ring() && f->registry->inline_candidates.load(std::memory_order_relaxed) > 1) {
+    std::size_t workers_min = fs.options.worker_read_min;
+    if (f->length <= batch_read_limit) {
+      counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
+      return !driven() && op->vt().gather(op);
+    }
+    if (workers_min != 0 && f->length >= workers_min) {
+      counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
   }
   iovec v{f->memory, f->length};
   ssize_t n = ::preadv2(fs.fd, &v, 1, static_cast<off_t>(f->offset), RWF_NOWAIT);
@@ -289,6 +299,13 @@ void reactor::file_pump(file_op_base* f) noexcept {
     if (f->ring_buffer >= 0) rc::bump(counters_.pieces_fixed_buffer);
     p->stream = fs.stream;
     p->write = f->dir == file_op_base::direction::write;
+    // Handed to the kernel's workers: a large buffered read while other
+    // pieces are in flight (alone, it is copied at submission as before:
+    // no worker hand-off for a lone read).
+    std::size_t workers_min = fs.options.worker_read_min;
+    p->to_workers = !p->write && !p->stream && workers_min != 0 && len >= workers_min && pieces_live_ > 0 &&
+                    (!fs.direct || fd == fs.buffered_fd) && file_engine_->uses_io_uring();
+    if (p->to_workers) rc::bump(counters_.pieces_to_workers);
     p->result = 0;
     p->op_next = f->live;
     f->live = p;
@@ -362,6 +379,7 @@ void reactor::file_piece_done(file_piece* p) noexcept {
       rc::bump(counters_.file_pieces);
       if (p->file_slot >= 0) rc::bump(counters_.pieces_fixed_file);
       if (p->buf_index >= 0) rc::bump(counters_.pieces_fixed_buffer);
+      if (p->to_workers) rc::bump(counters_.pieces_to_workers);
       file_engine_->submit(p);
       return;
     }

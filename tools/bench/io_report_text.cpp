@@ -56,6 +56,9 @@ void print_io_preamble(const options& o, const test_file& f, double warm_s, doub
   std::printf("test file: %s, %.0f MiB; hot: buffered, the file read through the page cache before each repetition; "
               "cold: O_DIRECT, aligned buffers\n",
               f.path.c_str(), double(f.size) / 1048576.0);
+  if (o.io_worker_min >= 0)
+    std::printf("xrtio: file_options::worker_read_min = %lld bytes (--io-worker-min)\n",
+                static_cast<long long>(o.io_worker_min));
   if (o.io_inline_limit >= 0)
     std::printf("xrtio: file_options::inline_read_limit = %lld bytes (--io-inline-limit)\n",
                 static_cast<long long>(o.io_inline_limit));

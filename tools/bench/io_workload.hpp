@@ -26,6 +26,8 @@ struct io_spec {
   // xrtio contenders: file_options::inline_read_limit (--io-inline-limit);
   // negative: the library's default.
   std::int64_t inline_limit = -1;
+  // file_options::worker_read_min (--io-worker-min); negative: the default.
+  std::int64_t worker_min = -1;
   std::size_t bytes() const noexcept { return request_bytes(kind); }
 };
 
