@@ -1605,7 +1605,7 @@ TEST_CASE("file io: large buffered read pieces issued while others are in flight
     return counts{s1.file_pieces - s0.file_pieces, s1.file_pieces_to_workers - s0.file_pieces_to_workers};
   };
   const xrtio::file_options defaults;
-  CHECK(defaults.worker_read_min == (256u << 10));
+  CHECK(defaults.worker_read_min == (512u << 10));
   auto file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false});
   // A 4 MiB read, four 1 MiB pieces issued at once: the first alone (copied
   // at submission as before), the three issued while it is in flight to the

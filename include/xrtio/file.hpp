@@ -84,13 +84,14 @@ struct file_options {
   /// bytes issued while other pieces are in flight go to the kernel's
   /// io_uring workers (IOSQE_ASYNC), so that copies out of the page cache
   /// run on several cores at once instead of all on the thread that submits
-  /// (1 MiB pieces, 128 in flight: 1.5-1.9x the bandwidth of one copying
-  /// thread on a 2-core host, at more CPU per byte). Such a read within
+  /// (on a bare ring, 128 reads in flight on a 2-core host: 512 KiB pieces
+  /// 1.4-1.5x the bandwidth of one copying thread, 1 MiB 1.6-1.7x, at
+  /// 1.1-1.4x the CPU per byte; 256 KiB gained under 5 % for twice the CPU). Such a read within
   /// inline_read_limit is then not done on the calling thread while other
   /// candidate reads of its context are in flight: it goes to the ring with
   /// them. A piece alone, direct reads and writes are never handed over. 0 = never (docs/DESIGN.md, "File I/O", "Copies on the kernel's
   /// workers").
-  std::size_t worker_read_min = std::size_t(256) << 10;
+  std::size_t worker_read_min = std::size_t(512) << 10;
   /// The runtime whose reactor performs this file's transfers; null: the
   /// runtime the buffer's context is bound to (context::bind), else
   /// default_runtime(). io_options::runtime overrides it per transfer.
