@@ -12,16 +12,16 @@
 // buffers then spare the per-request pinning of the user pages).
 #include <fcntl.h>
 #include <liburing.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include "ring_loop/ring_loop.hpp"
 
 namespace {
 
@@ -30,12 +30,6 @@ bool direct_ = false;
 
 enum class mode { plain, files, fixed };
 const char* name(mode m) { return m == mode::plain ? "plain" : m == mode::files ? "files" : "files+fixed"; }
-
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
 
 int fail(const char* what, int err) {
   std::fprintf(stderr, "ring-registration: %s: %s\n", what, std::strerror(err));
@@ -65,30 +59,8 @@ int measure(int fd, std::uint64_t blocks, unsigned depth, unsigned long reads, m
     if (m != mode::plain) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, slot);
   };
-  auto t0 = std::chrono::steady_clock::now();
-  double c0 = cpu_seconds();
-  unsigned long issued = 0, done = 0;
-  for (unsigned i = 0; i < depth && issued < reads; ++i, ++issued) prep(i);
-  while (done < reads) {
-    io_uring_submit_and_wait(&ring, 1);
-    io_uring_cqe* cqe;
-    unsigned head, seen = 0;
-    io_uring_for_each_cqe(&ring, head, cqe) {
-      ++seen;
-      if (cqe->res != int(block)) {
-        std::fprintf(stderr, "ring-registration: read returned %d\n", cqe->res);
-        std::exit(1);
-      }
-      if (issued < reads) {
-        prep(unsigned(cqe->user_data));
-        ++issued;
-      }
-    }
-    io_uring_cq_advance(&ring, seen);
-    done += seen;
-  }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  double cpu = cpu_seconds() - c0;
+  auto t = ring_loop::keep_in_flight(ring, depth, reads, int(block), "ring-registration", prep);
+  double secs = t.seconds, cpu = t.cpu_seconds;
   std::printf("%-12s %s qd=%-4u reads_per_s=%.0f cpu_us_per_read=%.3f\n", name(m), direct_ ? "direct" : "hot", depth, double(reads) / secs,
               1e6 * cpu / double(reads));
   io_uring_queue_exit(&ring);

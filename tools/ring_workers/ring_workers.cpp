@@ -11,23 +11,17 @@
 // prints one line per mode: GiB/s and the process's CPU µs per GiB.
 #include <fcntl.h>
 #include <liburing.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
-namespace {
+#include "ring_loop/ring_loop.hpp"
 
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
+namespace {
 
 int fail(const char* what, int err) {
   std::fprintf(stderr, "ring-workers: %s: %s\n", what, std::strerror(err));
@@ -51,30 +45,8 @@ int measure(int fd, std::uint64_t blocks, std::size_t block, unsigned depth, uns
     if (to_workers) sqe->flags |= IOSQE_ASYNC;
     io_uring_sqe_set_data64(sqe, slot);
   };
-  auto t0 = std::chrono::steady_clock::now();
-  double c0 = cpu_seconds();
-  unsigned long issued = 0, done = 0;
-  for (unsigned i = 0; i < depth && issued < reads; ++i, ++issued) prep(i);
-  while (done < reads) {
-    io_uring_submit_and_wait(&ring, 1);
-    io_uring_cqe* cqe;
-    unsigned head, seen = 0;
-    io_uring_for_each_cqe(&ring, head, cqe) {
-      ++seen;
-      if (cqe->res != int(block)) {
-        std::fprintf(stderr, "ring-workers: read returned %d\n", cqe->res);
-        std::exit(1);
-      }
-      if (issued < reads) {
-        prep(unsigned(io_uring_cqe_get_data64(cqe)));
-        ++issued;
-      }
-    }
-    io_uring_cq_advance(&ring, seen);
-    done += seen;
-  }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  double cpu = cpu_seconds() - c0;
+  auto t = ring_loop::keep_in_flight(ring, depth, reads, int(block), "ring-workers", prep);
+  double secs = t.seconds, cpu = t.cpu_seconds;
   double gib = double(reads) * double(block) / double(1u << 30);
   std::printf("%-8s qd=%-4u block=%zuK gib_per_s=%.3f cpu_us_per_gib=%.0f\n", to_workers ? "workers" : "plain", depth,
               block >> 10, gib / secs, 1e6 * cpu / gib);

@@ -1,0 +1,57 @@
+// The measuring loop the bare-ring tools share (ring-registration,
+// ring-workers): keeps a queue depth of reads in flight on one io_uring
+// until a number of them completed, and reports the wall time and the
+// process's CPU time they took.
+#pragma once
+
+#include <liburing.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+namespace ring_loop {
+
+inline double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+struct timing {
+  double seconds = 0, cpu_seconds = 0;
+};
+
+/// `prep(slot)` queues one read into slot `slot` (its user data the slot).
+/// The first `depth` slots are filled, then each completion's slot is
+/// refilled until `reads` were issued. A completion other than `expect`
+/// bytes ends the process with a message naming `tool`.
+template <class Prep>
+timing keep_in_flight(io_uring& ring, unsigned depth, unsigned long reads, int expect, const char* tool, Prep prep) {
+  auto t0 = std::chrono::steady_clock::now();
+  double c0 = cpu_seconds();
+  unsigned long issued = 0, done = 0;
+  for (unsigned i = 0; i < depth && issued < reads; ++i, ++issued) prep(i);
+  while (done < reads) {
+    io_uring_submit_and_wait(&ring, 1);
+    io_uring_cqe* cqe;
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(&ring, head, cqe) {
+      ++seen;
+      if (cqe->res != expect) {
+        std::fprintf(stderr, "%s: read returned %d\n", tool, cqe->res);
+        std::exit(1);
+      }
+      if (issued < reads) {
+        prep(unsigned(io_uring_cqe_get_data64(cqe)));
+        ++issued;
+      }
+    }
+    io_uring_cq_advance(&ring, seen);
+    done += seen;
+  }
+  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), cpu_seconds() - c0};
+}
+
+}  // namespace ring_loop
