@@ -87,7 +87,8 @@ struct file_options {
   /// (on a bare ring, 128 reads in flight on a 2-core host: 512 KiB pieces
   /// 1.4-1.5x the bandwidth of one copying thread, 1 MiB 1.6-1.7x, at
   /// 1.1-1.4x the CPU per byte; 256 KiB gained 1-22 %, in most runs under
-  /// 5 %, for 1.6-1.9x the CPU). Such a read within inline_read_limit is
+  /// 5 %, for 1.6-1.9x the CPU; through xrtio, 1 MiB reads at depth 16
+  /// gained nothing for twice the CPU). Such a read within inline_read_limit is
   /// then not done on the calling thread while other candidate reads of its
   /// context are in flight: it goes to the ring with them. A piece alone,
   /// direct reads and writes are never handed over. 0 = never
