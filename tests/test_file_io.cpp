@@ -881,7 +881,13 @@ TEST_CASE("file io: total cancellation is not honoured once pieces are in flight
   outcome o;
   xrtio::async_read_file(file, 0, buf, xrtio::io_options{.runtime = &other},
                          asio::bind_cancellation_slot(sig.slot(), record(io, o)));
-  io.run_for(20ms);
+  // Emitted only once the piece is issued: before that, any cancellation
+  // withdraws the transfer (file_intake). Under qemu-user on a loaded CI
+  // host, 20 ms of waiting was once not enough for the piece to be issued.
+  auto until = std::chrono::steady_clock::now() + 10s;
+  while (other.stats().file_pieces == 0 && std::chrono::steady_clock::now() < until) io.run_for(1ms);
+  REQUIRE(other.stats().file_pieces >= 1);
+  io.run_for(5ms);
   sig.emit(asio::cancellation_type::total);
   io.run_for(20ms);
   CHECK(!o.done);
