@@ -1580,8 +1580,10 @@ TEST_CASE("file io: a file registered on two rings is released from both, and a 
   if (pfd.revents) CHECK(::read(p.rd, &c, 1) == 0);
 }
 
-// Copies on the kernel's workers (file_options::worker_read_min;
-// docs/DESIGN.md, "File I/O", "Copies on the kernel's workers").
+// Copies on the kernel's workers (file_options::worker_read_min and
+// worker_in_flight_min; docs/DESIGN.md, "File I/O", "Copies on the kernel's
+// workers"). The test's transfers are a few MiB, so most cases lower the
+// floor on bytes in flight (32 MiB by default) to 0.
 TEST_CASE("file io: large buffered read pieces issued while others are in flight go to the kernel's io_uring "
           "workers with the file's bytes, while a lone piece, small pieces, writes, direct reads and worker_read_min 0 "
           "never do") {
@@ -1612,7 +1614,9 @@ TEST_CASE("file io: large buffered read pieces issued while others are in flight
   };
   const xrtio::file_options defaults;
   CHECK(defaults.worker_read_min == (512u << 10));
-  auto file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false});
+  CHECK(defaults.worker_in_flight_min == (32u << 20));
+  const xrtio::file_options no_floor{.direct = false, .worker_in_flight_min = 0};
+  auto file = xrtio::file::open(path, xrtio::file_mode::read, no_floor);
   // A 4 MiB read, four 1 MiB pieces issued at once: the first alone (copied
   // at submission as before), the three issued while it is in flight to the
   // workers. Where io_uring is refused the pool does all four.
@@ -1624,17 +1628,35 @@ TEST_CASE("file io: large buffered read pieces issued while others are in flight
     return;
   }
   CHECK(c.workers == 3);
+  SUBCASE("the floor on bytes in flight: the pieces issued while the reads in flight, each included, hold it") {
+    // Pieces 1-4 see 1, 2, 3 and 4 MiB in flight with themselves.
+    for (auto [floor, workers] : {std::pair{2 * mib, 3u}, std::pair{3 * mib, 2u}, std::pair{4 * mib, 1u},
+                                  std::pair{4 * mib + 1, 0u}, std::pair{defaults.worker_in_flight_min, 0u}}) {
+      CAPTURE(floor);
+      auto fl = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .worker_in_flight_min = floor});
+      c = read(fl, 0, 4 * mib);
+      CHECK(c.pieces == 4);
+      CHECK(c.workers == workers);
+    }
+    // A piece that ended no longer counts: the same read again, after the
+    // first ended, sees only its own pieces.
+    auto fl = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .worker_in_flight_min = 3 * mib});
+    c = read(fl, 0, 4 * mib);
+    CHECK(c.workers == 2);
+  }
   SUBCASE("worker_read_min 0, or over the piece size: none") {
     for (std::size_t min : {std::size_t(0), mib + 1}) {
       CAPTURE(min);
-      auto off = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .worker_read_min = min});
+      auto off = xrtio::file::open(path, xrtio::file_mode::read,
+                                   {.direct = false, .worker_read_min = min, .worker_in_flight_min = 0});
       c = read(off, 0, 4 * mib);
       CHECK(c.pieces == 4);
       CHECK(c.workers == 0);
     }
   }
   SUBCASE("small pieces: none") {
-    auto small = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .chunk_size = 64 << 10});
+    auto small = xrtio::file::open(path, xrtio::file_mode::read,
+                                   {.direct = false, .chunk_size = 64 << 10, .worker_in_flight_min = 0});
     c = read(small, 0, 2 * mib);
     CHECK(c.pieces == 32);
     CHECK(c.workers == 0);
@@ -1642,14 +1664,15 @@ TEST_CASE("file io: large buffered read pieces issued while others are in flight
   SUBCASE("at exactly worker_read_min: handed over") {
     auto exact = xrtio::file::open(path, xrtio::file_mode::read,
                                    {.direct = false, .chunk_size = 256 << 10, .inline_read_limit = 0,
-                                    .worker_read_min = 256 << 10});
+                                    .worker_read_min = 256 << 10, .worker_in_flight_min = 0});
     c = read(exact, 0, mib);
     CHECK(c.pieces == 4);
     CHECK(c.workers == 3);
   }
   SUBCASE("writes: none") {
     auto out_path = dir.path / "written";
-    auto w = xrtio::file::open(out_path, xrtio::file_mode::write | xrtio::file_mode::create, {.direct = false});
+    auto w = xrtio::file::open(out_path, xrtio::file_mode::write | xrtio::file_mode::create,
+                               {.direct = false, .worker_in_flight_min = 0});
     buf.write(std::span<const std::byte>(content.data(), 4 * mib));
     auto s0 = f.rt.stats();
     outcome o;
@@ -1665,7 +1688,7 @@ TEST_CASE("file io: large buffered read pieces issued while others are in flight
     CHECK(std::memcmp(back.data(), content.data(), 4 * mib) == 0);
   }
   SUBCASE("direct reads: none") {
-    auto direct = xrtio::file::open(path, xrtio::file_mode::read, {.direct = true});
+    auto direct = xrtio::file::open(path, xrtio::file_mode::read, {.direct = true, .worker_in_flight_min = 0});
     if (!direct.direct()) {
       MESSAGE("XRTIO-SKIP: O_DIRECT refused on " << path << ": " << direct.direct_fallback_reason());
       return;
@@ -1675,44 +1698,56 @@ TEST_CASE("file io: large buffered read pieces issued while others are in flight
     CHECK(c.workers == 0);
   }
   SUBCASE("a cached read of worker_read_min or more is not done on the caller's thread while others of its "
-          "context are in flight: it goes to the loop") {
+          "context are in flight, if they hold the floor's bytes: it goes to the loop") {
     // One 1 MiB read alone (at once), whose handler issues three more: the
     // first of them at once (its predecessor's handler runs: no longer in
-    // flight), the other two declined to the loop, where their pieces may
-    // go to the workers. Below worker_read_min (the 128 KiB reads of the
-    // test above) they would be done at once, one after another.
+    // flight), the other two see 2 and 3 candidates of 1 MiB in flight with
+    // themselves. Those that reach the floor are declined to the loop, where
+    // their pieces may go to the workers. Below worker_read_min (the 128 KiB
+    // reads of the test above) they would be done at once, one after another.
     std::vector<std::byte> probe(4096);
     iovec v{probe.data(), probe.size()};
     if (::preadv2(file.native_handle(), &v, 1, 0, RWF_NOWAIT) != 4096) {
       MESSAGE("XRTIO-SKIP: preadv2(RWF_NOWAIT) refused here (errno " << errno << "): no read is done inline");
       return;
     }
-    std::memset(buf.map().data(), 0, 4 * mib);
-    auto s0 = f.rt.stats();
-    int done = 0, failed = 0;
-    xrtio::async_read_file(file, 0, xrtio::out(buf.sub(mib, 0)),
-                           asio::bind_executor(io, [&](std::error_code ec, std::size_t bytes) {
-                             if (ec || bytes != mib) ++failed;
-                             for (std::size_t i = 1; i < 4; ++i)
-                               xrtio::async_read_file(file, i * 2 * mib, xrtio::out(buf.sub(mib, i * mib)),
-                                                      asio::bind_executor(io, [&](std::error_code e, std::size_t b) {
-                                                        if (e || b != mib) ++failed;
-                                                        ++done;
-                                                      }));
-                           }));
-    auto until = std::chrono::steady_clock::now() + 30s;
-    io.restart();
-    while (done < 3 && std::chrono::steady_clock::now() < until) io.run_one_for(10ms);
-    REQUIRE(done == 3);
-    CHECK(failed == 0);
-    CHECK(std::memcmp(buf.map().data(), content.data(), mib) == 0);
-    for (std::size_t i = 1; i < 4; ++i)
-      CHECK(std::memcmp(buf.map().data() + i * mib, content.data() + i * 2 * mib, mib) == 0);
-    auto s1 = f.rt.stats();
-    CHECK(s1.file_inline_reads - s0.file_inline_reads == 2);
-    CHECK(s1.file_inline_declined - s0.file_inline_declined == 2);
-    CHECK(s1.file_gathered_reads == s0.file_gathered_reads);
-    CHECK(s1.file_pieces - s0.file_pieces == 2);
-    CHECK(s1.file_pieces_to_workers - s0.file_pieces_to_workers <= 1);  // the one issued while the other was in flight, if it was
+    struct expect {
+      std::size_t floor;
+      std::uint64_t declined;
+    };
+    for (auto e : {expect{0, 2}, expect{2 * mib, 2}, expect{3 * mib, 1}, expect{3 * mib + 1, 0},
+                   expect{defaults.worker_in_flight_min, 0}}) {
+      CAPTURE(e.floor);
+      auto fl = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .worker_in_flight_min = e.floor});
+      std::memset(buf.map().data(), 0, 4 * mib);
+      auto s0 = f.rt.stats();
+      int done = 0, failed = 0;
+      xrtio::async_read_file(fl, 0, xrtio::out(buf.sub(mib, 0)),
+                             asio::bind_executor(io, [&](std::error_code ec, std::size_t bytes) {
+                               if (ec || bytes != mib) ++failed;
+                               for (std::size_t i = 1; i < 4; ++i)
+                                 xrtio::async_read_file(fl, i * 2 * mib, xrtio::out(buf.sub(mib, i * mib)),
+                                                        asio::bind_executor(io, [&](std::error_code e2, std::size_t b) {
+                                                          if (e2 || b != mib) ++failed;
+                                                          ++done;
+                                                        }));
+                             }));
+      auto until = std::chrono::steady_clock::now() + 30s;
+      io.restart();
+      while (done < 3 && std::chrono::steady_clock::now() < until) io.run_one_for(10ms);
+      REQUIRE(done == 3);
+      CHECK(failed == 0);
+      CHECK(std::memcmp(buf.map().data(), content.data(), mib) == 0);
+      for (std::size_t i = 1; i < 4; ++i)
+        CHECK(std::memcmp(buf.map().data() + i * mib, content.data() + i * 2 * mib, mib) == 0);
+      auto s1 = f.rt.stats();
+      CHECK(s1.file_inline_reads - s0.file_inline_reads == 4 - e.declined);
+      CHECK(s1.file_inline_declined - s0.file_inline_declined == e.declined);
+      CHECK(s1.file_gathered_reads == s0.file_gathered_reads);
+      CHECK(s1.file_pieces - s0.file_pieces == e.declined);
+      // At most one: a declined piece issued while the other was in flight,
+      // if it was, and only where the floor is 2 MiB or less.
+      CHECK(s1.file_pieces_to_workers - s0.file_pieces_to_workers <= (e.floor <= 2 * mib ? 1u : 0u));
+    }
   }
 }

@@ -87,13 +87,22 @@ struct file_options {
   /// (on a bare ring, 128 reads in flight on a 2-core host: 512 KiB pieces
   /// 1.4-1.5x the bandwidth of one copying thread, 1 MiB 1.6-1.7x, at
   /// 1.1-1.4x the CPU per byte; 256 KiB gained 1-22 %, in most runs under
-  /// 5 %, for 1.6-1.9x the CPU; through xrtio, 1 MiB reads at depth 16
-  /// gained nothing for twice the CPU). Such a read within inline_read_limit is
-  /// then not done on the calling thread while other candidate reads of its
-  /// context are in flight: it goes to the ring with them. A piece alone,
-  /// direct reads and writes are never handed over. 0 = never
-  /// (docs/DESIGN.md, "File I/O", "Copies on the kernel's workers").
+  /// 5 %, for 1.6-1.9x the CPU), and only while the read pieces in flight
+  /// hold worker_in_flight_min bytes or more. Such a read within
+  /// inline_read_limit is then not done on the calling thread while other
+  /// candidate reads of its context are in flight: it goes to the ring with
+  /// them. A piece alone, direct reads and writes are never handed over.
+  /// 0 = never (docs/DESIGN.md, "File I/O", "Copies on the kernel's workers").
   std::size_t worker_read_min = std::size_t(512) << 10;
+  /// The floor on bytes in flight for worker_read_min: a piece goes to the
+  /// workers only if the runtime's buffered read pieces in flight, this one
+  /// included, hold at least this many bytes. Fewer destinations stay
+  /// largely in the CPU's caches, where one thread copies as fast as two
+  /// (through xrtio, 16 reads of 1 MiB in flight gained nothing for twice
+  /// the CPU per byte; 128 of them gained 1.6-1.7x). For a candidate read at
+  /// submission, its context's candidate reads in flight times its length
+  /// stand in for the ring's bytes. 0 = no floor.
+  std::size_t worker_in_flight_min = std::size_t(32) << 20;
   /// The runtime whose reactor performs this file's transfers; null: the
   /// runtime the buffer's context is bound to (context::bind), else
   /// default_runtime(). io_options::runtime overrides it per transfer.

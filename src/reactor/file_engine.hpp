@@ -29,6 +29,7 @@ struct file_piece {
   bool stream = false;
   bool write = false;
   bool to_workers = false;  // io_uring: IOSQE_ASYNC (file_options::worker_read_min)
+  bool copied = false;      // a buffered read: its bytes count in reactor::copy_bytes_live_
   int result = 0;  // bytes, or -errno
   file_piece* op_next = nullptr;  // the op's pieces in flight
   file_piece* next = nullptr;     // engine queues, free list

@@ -277,6 +277,7 @@ class reactor final : public access_listener {
   bool file_posted_ = false;  // file_complete posted a transfer since rest() last found the spin budget spent: spin, as while in flight
   clock::time_point file_deadline_ = clock::time_point::max();
   unsigned pieces_live_ = 0;
+  std::size_t copy_bytes_live_ = 0;  // bytes of buffered read pieces in flight (file_options::worker_in_flight_min)
   file_piece* free_pieces_ = nullptr;
   std::vector<std::unique_ptr<file_piece[]>> piece_blocks_;
   bool file_engine_kept_ = false;  // retained transfers: the engine and pieces outlive the reactor

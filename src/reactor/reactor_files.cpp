@@ -87,16 +87,23 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
   // (gathered_reads.cpp; run_op's gather). In-loop, this thread is the
   // loop's: the reads it declines reach the ring together at its next pass.
   //
-  // A large one (file_options::worker_read_min) goes to the loop instead:
-  // there its pieces are copied by the kernel's workers, on any free core,
-  // at the same time as the others' (file_pump).
-  if (f->registry && file_engine_is_ring() && f->registry->inline_candidates.load(std::memory_order_relaxed) > 1) {
+  // A large one (file_options::worker_read_min) goes to the loop instead
+  // when the reads in flight hold enough bytes for the workers
+  // (worker_in_flight_min): there its pieces are copied by the kernel's
+  // workers, on any free core, at the same time as the others' (file_pump).
+  // The ring's bytes in flight are the loop's to count; here the context's
+  // candidates times this read's length stand in for them (each candidate
+  // is at most inline_read_limit, and a burst of reads at depth is
+  // typically of one size).
+  std::size_t candidates =
+      f->registry && file_engine_is_ring() ? f->registry->inline_candidates.load(std::memory_order_relaxed) : 0;
+  if (candidates > 1) {
     std::size_t workers_min = fs.options.worker_read_min;
     if (f->length <= batch_read_limit) {
       counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
       return !driven() && op->vt().gather(op);
     }
-    if (workers_min != 0 && f->length >= workers_min) {
+    if (workers_min != 0 && f->length >= workers_min && candidates * f->length >= fs.options.worker_in_flight_min) {
       counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
@@ -301,11 +308,17 @@ void reactor::file_pump(file_op_base* f) noexcept {
     p->write = f->dir == file_op_base::direction::write;
     // Handed to the kernel's workers: a large buffered read while other
     // pieces are in flight (alone, it is copied at submission as before:
-    // no worker hand-off for a lone read).
+    // no worker hand-off for a lone read), and while the buffered reads in
+    // flight, this one included, hold enough bytes that their destinations
+    // no longer stay in the CPU's caches (below that, one copying thread is
+    // as fast as two: file_options::worker_in_flight_min).
+    p->copied = !p->write && !p->stream && (!fs.direct || fd == fs.buffered_fd);
     std::size_t workers_min = fs.options.worker_read_min;
-    p->to_workers = !p->write && !p->stream && workers_min != 0 && len >= workers_min && pieces_live_ > 0 &&
-                    (!fs.direct || fd == fs.buffered_fd) && file_engine_->uses_io_uring();
+    std::size_t floor = fs.options.worker_in_flight_min;
+    p->to_workers = p->copied && workers_min != 0 && len >= workers_min && pieces_live_ > 0 &&
+                    copy_bytes_live_ + len >= floor && file_engine_->uses_io_uring();
     if (p->to_workers) rc::bump(counters_.pieces_to_workers);
+    if (p->copied) copy_bytes_live_ += len;
     p->result = 0;
     p->op_next = f->live;
     f->live = p;
@@ -339,6 +352,7 @@ void reactor::file_piece_done(file_piece* p) noexcept {
     }
   --f->pieces;
   --pieces_live_;
+  if (p->copied) copy_bytes_live_ -= p->length;
   int res = p->result;
   bool again = false;  // the rest of this piece goes in again
   if (res < 0) {
@@ -376,6 +390,7 @@ void reactor::file_piece_done(file_piece* p) noexcept {
       f->live = p;
       ++f->pieces;
       ++pieces_live_;
+      if (p->copied) copy_bytes_live_ += p->length;
       rc::bump(counters_.file_pieces);
       if (p->file_slot >= 0) rc::bump(counters_.pieces_fixed_file);
       if (p->buf_index >= 0) rc::bump(counters_.pieces_fixed_buffer);

@@ -31,7 +31,7 @@ int run_io_bench(const options& o) {
   }
   print_io_preamble(o, f, warm, window);
   auto cells = make_io_cells(o, f);
-  run_io_sweep(cells, o.repeat, f, warm, window, o.io_inline_limit, o.io_worker_min);
+  run_io_sweep(cells, o.repeat, f, warm, window, xrtio_knobs{o.io_inline_limit, o.io_worker_min, o.io_worker_floor});
   take_io_medians(cells);
   print_io_table(cells);
   print_io_goals(cells);

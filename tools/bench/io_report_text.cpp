@@ -59,6 +59,9 @@ void print_io_preamble(const options& o, const test_file& f, double warm_s, doub
   if (o.io_worker_min >= 0)
     std::printf("xrtio: file_options::worker_read_min = %lld bytes (--io-worker-min)\n",
                 static_cast<long long>(o.io_worker_min));
+  if (o.io_worker_floor >= 0)
+    std::printf("xrtio: file_options::worker_in_flight_min = %lld bytes (--io-worker-floor)\n",
+                static_cast<long long>(o.io_worker_floor));
   if (o.io_inline_limit >= 0)
     std::printf("xrtio: file_options::inline_read_limit = %lld bytes (--io-inline-limit)\n",
                 static_cast<long long>(o.io_inline_limit));

@@ -46,7 +46,7 @@ std::vector<io_cell> make_io_cells(const options& o, const test_file& f) {
 }
 
 void run_io_sweep(std::vector<io_cell>& cells, int repeat, const test_file& f, double warm_s, double window_s,
-                  std::int64_t inline_limit, std::int64_t worker_min) {
+                  const xrtio_knobs& knobs) {
   for (int rep = 0; rep < repeat; ++rep) {
     warm_page_cache(f);  // the hot cells' state; O_DIRECT (cold) reads bypass the cache anyway
     for (auto& c : cells) {
@@ -59,8 +59,7 @@ void run_io_sweep(std::vector<io_cell>& cells, int repeat, const test_file& f, d
       s.file_size = f.size;
       s.warm_s = warm_s;
       s.window_s = window_s;
-      s.inline_limit = inline_limit;
-      s.worker_min = worker_min;
+      s.knobs = knobs;
       std::string why;
       cell_watchdog_enter(c.contender + " " + case_name(c.kind) + (c.cold ? " cold" : " hot") +
                           " QD=" + std::to_string(c.depth));

@@ -26,9 +26,9 @@ struct io_cell {
 // does not allow O_DIRECT the cold cells are made skipped, with the reason.
 std::vector<io_cell> make_io_cells(const options& o, const test_file& f);
 // `repeat` passes over all cells; each pass warms the page cache first.
-// inline_limit, worker_min: io_spec's (negative: xrtio's defaults).
+// knobs: the xrtio contenders' file_options (negative: the defaults).
 void run_io_sweep(std::vector<io_cell>& cells, int repeat, const test_file& f, double warm_s, double window_s,
-                  std::int64_t inline_limit = -1, std::int64_t worker_min = -1);
+                  const xrtio_knobs& knobs = {});
 void take_io_medians(std::vector<io_cell>& cells);
 // The cell that ran, or null.
 const io_cell* find_io_cell(const std::vector<io_cell>& cells, const std::string& contender, io_case kind, bool cold,

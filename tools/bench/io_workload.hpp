@@ -16,6 +16,14 @@ inline std::size_t request_bytes(io_case c) noexcept { return c == io_case::rand
 // What a contender needs to run one cell. cold: open with O_DIRECT (the page
 // cache bypassed) and read into 4 KiB-aligned buffers; hot: buffered, the
 // file in the page cache.
+// The xrtio contenders' file_options set from the command line; negative:
+// the library's default.
+struct xrtio_knobs {
+  std::int64_t inline_limit = -1;  // inline_read_limit (--io-inline-limit)
+  std::int64_t worker_min = -1;    // worker_read_min (--io-worker-min)
+  std::int64_t worker_floor = -1;  // worker_in_flight_min (--io-worker-floor)
+};
+
 struct io_spec {
   io_case kind = io_case::rand4k;
   bool cold = false;
@@ -23,11 +31,7 @@ struct io_spec {
   std::string path;
   std::uint64_t file_size = 0;  // a multiple of 1 MiB
   double warm_s = 0.05, window_s = 0.2;
-  // xrtio contenders: file_options::inline_read_limit (--io-inline-limit);
-  // negative: the library's default.
-  std::int64_t inline_limit = -1;
-  // file_options::worker_read_min (--io-worker-min); negative: the default.
-  std::int64_t worker_min = -1;
+  xrtio_knobs knobs;
   std::size_t bytes() const noexcept { return request_bytes(kind); }
 };
 

@@ -80,8 +80,9 @@ io_result run_xrtio_file(const io_spec& s, bool inloop, bool registered) {
   fo.direct = s.cold;
   fo.runtime = rt.get();
   fo.register_with_ring = registered;
-  if (s.inline_limit >= 0) fo.inline_read_limit = std::size_t(s.inline_limit);
-  if (s.worker_min >= 0) fo.worker_read_min = std::size_t(s.worker_min);
+  if (s.knobs.inline_limit >= 0) fo.inline_read_limit = std::size_t(s.knobs.inline_limit);
+  if (s.knobs.worker_min >= 0) fo.worker_read_min = std::size_t(s.knobs.worker_min);
+  if (s.knobs.worker_floor >= 0) fo.worker_in_flight_min = std::size_t(s.knobs.worker_floor);
   auto f = xrtio::file::open(s.path, xrtio::file_mode::read, fo);
   if (s.cold && !f.direct())
     throw std::runtime_error("xrtio::file is buffered, not O_DIRECT: " + std::string(f.direct_fallback_reason()));

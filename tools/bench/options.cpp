@@ -59,7 +59,8 @@ void print_usage() {
                "                   [--trace-capacity N] [--latency-histograms]\n"
                "       xrtio-bench --io [--quick] [--repeat N] [--window S] [--warm S] [--json FILE] [--io-dir DIR]\n"
                "                   [--io-size BYTES[K|M|G]] [--io-cases rand4k,seq1m] [--io-cache hot,cold]\n"
-               "                   [--io-depths D,..] [--io-inline-limit BYTES[K|M]] [--io-worker-min BYTES[K|M]] [--contenders NAME,..]\n"
+               "                   [--io-depths D,..] [--io-inline-limit BYTES[K|M]] [--io-worker-min BYTES[K|M]]\n"
+               "                   [--io-worker-floor BYTES[K|M]] [--contenders NAME,..]\n"
                "io contenders: xrtio xrtio-inloop pread-thread pread-pool asio-file raw-uring\n"
                "               (also xrtio-noreg xrtio-inloop-noreg: register_with_ring off)\n"
                "contenders: xrtio xrtio-inloop blocking-threads pool-offload loop-poll raw-xrt raw-xrt-wait xrtio@xrt\n"
@@ -84,6 +85,7 @@ bool parse_one(options& o, int argc, char** argv, int& i) {
   else if (arg("--io-depths")) o.io_depths = parse_list(argv[++i]);
   else if (arg("--io-inline-limit")) o.io_inline_limit = static_cast<std::int64_t>(parse_size(argv[++i]));
   else if (arg("--io-worker-min")) o.io_worker_min = static_cast<std::int64_t>(parse_size(argv[++i]));
+  else if (arg("--io-worker-floor")) o.io_worker_floor = static_cast<std::int64_t>(parse_size(argv[++i]));
   else if (arg("--json")) o.json = argv[++i];
   else if (arg("--plot")) o.plot = argv[++i];
   else if (arg("--latencies")) o.lats = parse_list(argv[++i]);

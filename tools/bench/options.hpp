@@ -28,6 +28,7 @@ struct options {
   std::vector<long> io_depths;                     // queue depths
   std::int64_t io_inline_limit = -1;               // xrtio's inline_read_limit; -1: the default
   std::int64_t io_worker_min = -1;                 // xrtio's worker_read_min; -1: the default
+  std::int64_t io_worker_floor = -1;               // xrtio's worker_in_flight_min; -1: the default
 
   bool wants(const std::string& contender) const;
   bool wants_xrt() const;  // any XRT contender asked for (and no --no-xrt)
