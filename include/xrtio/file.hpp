@@ -97,9 +97,10 @@ struct file_options {
   /// The floor on bytes in flight for worker_read_min: a piece goes to the
   /// workers only if the runtime's buffered read pieces in flight, this one
   /// included, hold at least this many bytes. Fewer destinations stay
-  /// largely in the CPU's caches, where one thread copies as fast as two
-  /// (through xrtio, 16 reads of 1 MiB in flight gained nothing for twice
-  /// the CPU per byte; 128 of them gained 1.6-1.7x). For a candidate read at
+  /// largely in the CPU's caches, where one thread copies about as fast as
+  /// two (through xrtio, 16 reads of 1 MiB in flight: no more bandwidth in
+  /// the default mode, 11 % more in-loop, for 1.6-1.8x the CPU per byte;
+  /// 128 of them gained 1.6-1.7x). For a candidate read at
   /// submission, its context's candidate reads in flight times its length
   /// stand in for the ring's bytes. 0 = no floor.
   std::size_t worker_in_flight_min = std::size_t(32) << 20;
