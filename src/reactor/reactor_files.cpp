@@ -314,9 +314,9 @@ void reactor::file_pump(file_op_base* f) noexcept {
     // as fast as two: file_options::worker_in_flight_min).
     p->copied = !p->write && !p->stream && (!fs.direct || fd == fs.buffered_fd);
     std::size_t workers_min = fs.options.worker_read_min;
-    std::size_t floor = fs.options.worker_in_flight_min;
+    std::size_t in_flight_min = fs.options.worker_in_flight_min;
     p->to_workers = p->copied && workers_min != 0 && len >= workers_min && pieces_live_ > 0 &&
-                    copy_bytes_live_ + len >= floor && file_engine_->uses_io_uring();
+                    copy_bytes_live_ + len >= in_flight_min && file_engine_->uses_io_uring();
     if (p->to_workers) rc::bump(counters_.pieces_to_workers);
     if (p->copied) copy_bytes_live_ += len;
     p->result = 0;

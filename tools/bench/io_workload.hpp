@@ -13,9 +13,6 @@ enum class io_case { rand4k, seq1m };
 inline const char* case_name(io_case c) noexcept { return c == io_case::rand4k ? "rand4k" : "seq1m"; }
 inline std::size_t request_bytes(io_case c) noexcept { return c == io_case::rand4k ? 4096 : 1 << 20; }
 
-// What a contender needs to run one cell. cold: open with O_DIRECT (the page
-// cache bypassed) and read into 4 KiB-aligned buffers; hot: buffered, the
-// file in the page cache.
 // The xrtio contenders' file_options set from the command line; negative:
 // the library's default.
 struct xrtio_knobs {
@@ -24,6 +21,9 @@ struct xrtio_knobs {
   std::int64_t worker_floor = -1;  // worker_in_flight_min (--io-worker-floor)
 };
 
+// What a contender needs to run one cell. cold: open with O_DIRECT (the page
+// cache bypassed) and read into 4 KiB-aligned buffers; hot: buffered, the
+// file in the page cache.
 struct io_spec {
   io_case kind = io_case::rand4k;
   bool cold = false;
