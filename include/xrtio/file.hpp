@@ -90,8 +90,9 @@ struct file_options {
   /// 5 %, for 1.6-1.9x the CPU), and only while the read pieces in flight
   /// hold worker_in_flight_min bytes or more. Such a read within
   /// inline_read_limit is then not done on the calling thread while other
-  /// candidate reads of its context are in flight: it goes to the ring with
-  /// them. A piece alone, direct reads and writes are never handed over.
+  /// candidate reads of its context are in flight and, with it, reach
+  /// worker_in_flight_min: it goes to the ring with them. A piece alone,
+  /// direct reads and writes are never handed over.
   /// 0 = never (docs/DESIGN.md, "File I/O", "Copies on the kernel's workers").
   std::size_t worker_read_min = std::size_t(512) << 10;
   /// The floor on bytes in flight for worker_read_min: a piece goes to the
@@ -99,10 +100,12 @@ struct file_options {
   /// included, hold at least this many bytes. Fewer destinations stay
   /// largely in the CPU's caches, where one thread copies about as fast as
   /// two (through xrtio, 16 reads of 1 MiB in flight: no more bandwidth in
-  /// the default mode, 11 % more in-loop, for 1.6-1.8x the CPU per byte;
-  /// 128 of them gained 1.6-1.7x). For a candidate read at
-  /// submission, its context's candidate reads in flight times its length
-  /// stand in for the ring's bytes. 0 = no floor.
+  /// the default mode, 13 % more in-loop, for 1.6-1.8x the CPU per byte;
+  /// 128 of them gained 1.6-1.7x). For a candidate read at submission,
+  /// its context's candidate reads in flight times its length stand in for
+  /// the ring's bytes: an upper bound (reads done whose handlers have not
+  /// run count too), so a declined read may still be copied by the loop's
+  /// thread, not the workers. 0 = no floor.
   std::size_t worker_in_flight_min = std::size_t(32) << 20;
   /// The runtime whose reactor performs this file's transfers; null: the
   /// runtime the buffer's context is bound to (context::bind), else

@@ -172,7 +172,7 @@ struct runtime_stats {
   std::uint64_t file_pieces_fixed_file = 0;      ///< pieces that named a registered file (IOSQE_FIXED_FILE)
   std::uint64_t file_pieces_fixed_buffer = 0;    ///< pieces into or from a fixed buffer (READ_FIXED, WRITE_FIXED)
   /// Read pieces handed to the kernel's io_uring workers
-  /// (file_options::worker_read_min; IOSQE_ASYNC).
+  /// (file_options::worker_read_min and worker_in_flight_min; IOSQE_ASYNC).
   std::uint64_t file_pieces_to_workers = 0;
 };
 

@@ -394,6 +394,8 @@ void reactor::file_piece_done(file_piece* p) noexcept {
       rc::bump(counters_.file_pieces);
       if (p->file_slot >= 0) rc::bump(counters_.pieces_fixed_file);
       if (p->buf_index >= 0) rc::bump(counters_.pieces_fixed_buffer);
+      // The hand-off decided at first issue stands (rests are rare: EINTR,
+      // EAGAIN, a stream's partial transfer).
       if (p->to_workers) rc::bump(counters_.pieces_to_workers);
       file_engine_->submit(p);
       return;
