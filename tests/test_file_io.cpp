@@ -1582,8 +1582,8 @@ TEST_CASE("file io: a file registered on two rings is released from both, and a 
 
 // Copies on the kernel's workers (file_options::worker_read_min and
 // worker_in_flight_min; docs/DESIGN.md, "File I/O", "Copies on the kernel's
-// workers"). The test's transfers are a few MiB, so most cases lower the
-// floor on bytes in flight (32 MiB by default) to 0.
+// workers"). The test's transfers are a few MiB; the floor on bytes in
+// flight is 0 (none) by default, and set explicitly where it matters.
 TEST_CASE("file io: large buffered read pieces issued while others are in flight go to the kernel's io_uring "
           "workers with the file's bytes, while a lone piece, small pieces, writes, direct reads and worker_read_min 0 "
           "never do") {
@@ -1614,7 +1614,7 @@ TEST_CASE("file io: large buffered read pieces issued while others are in flight
   };
   const xrtio::file_options defaults;
   CHECK(defaults.worker_read_min == (512u << 10));
-  CHECK(defaults.worker_in_flight_min == (32u << 20));
+  CHECK(defaults.worker_in_flight_min == 0);
   const xrtio::file_options no_floor{.direct = false, .worker_in_flight_min = 0};
   auto file = xrtio::file::open(path, xrtio::file_mode::read, no_floor);
   // A 4 MiB read, four 1 MiB pieces issued at once: the first alone (copied
@@ -1631,7 +1631,7 @@ TEST_CASE("file io: large buffered read pieces issued while others are in flight
   SUBCASE("the floor on bytes in flight: the pieces issued while the reads in flight, each included, hold it") {
     // Pieces 1-4 see 1, 2, 3 and 4 MiB in flight with themselves.
     for (auto [floor, workers] : {std::pair{2 * mib, 3u}, std::pair{3 * mib, 2u}, std::pair{4 * mib, 1u},
-                                  std::pair{4 * mib + 1, 0u}, std::pair{defaults.worker_in_flight_min, 0u}}) {
+                                  std::pair{4 * mib + 1, 0u}, std::pair{32 * mib, 0u}}) {
       CAPTURE(floor);
       auto fl = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .worker_in_flight_min = floor});
       c = read(fl, 0, 4 * mib);
@@ -1716,7 +1716,7 @@ TEST_CASE("file io: large buffered read pieces issued while others are in flight
       std::uint64_t declined;
     };
     for (auto e : {expect{0, 2}, expect{2 * mib, 2}, expect{3 * mib, 1}, expect{3 * mib + 1, 0},
-                   expect{defaults.worker_in_flight_min, 0}}) {
+                   expect{32 * mib, 0}}) {
       CAPTURE(e.floor);
       auto fl = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .worker_in_flight_min = e.floor});
       std::memset(buf.map().data(), 0, 4 * mib);
