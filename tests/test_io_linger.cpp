@@ -93,7 +93,7 @@ TEST_CASE("io linger: on a strand, the thread lingers in the strand's io_context
 
 TEST_CASE("io linger: not while runs outlast spin_window") {
   xrtio::sim::device_config cfg;
-  cfg.latency.fixed = 200us;  // ten times the default spin_window (20 us)
+  cfg.latency.fixed = 200us;  // five times the default spin_window (40 us)
   sim_runtime s({}, cfg);
   asio::io_context io;
   chain<asio::io_context::executor_type> c{s.ctx, io.get_executor(), 60};

@@ -4,6 +4,7 @@
 
 #include "../src/reactor/resubmit_policy.hpp"
 #include "../src/reactor/spin_policy.hpp"
+#include "xrtio/runtime.hpp"
 
 using namespace std::chrono_literals;
 using xrtio::detail::resubmit_policy;
@@ -79,4 +80,21 @@ TEST_CASE("resubmit policy: a spin that finds no submission halves the next, a q
   CHECK(p.budget() == 5us);
   p.activity_after(8us);  // a full spin would have caught this one
   CHECK(p.budget() == 20us);
+}
+
+// The default window (runtime_options::spin_window, 40 us) decides which runs
+// the reactor and a lingering io thread stay awake for. Runs of 20-40 us on
+// the device (kernels that short, or a simulated device whose unit wakes up
+// that late) count as short; a 50 us kernel at one run in flight does not,
+// so the loop sleeps through it (docs/PERFORMANCE.md, "Two basins at L = 0,
+// C = 1").
+TEST_CASE("resubmit policy: with the default window, runs of 30 us are short, runs of 50 us are not") {
+  auto window = xrtio::runtime_options{}.spin_window;
+  resubmit_policy p(window);
+  for (int i = 0; i < 40; ++i) p.learn(std::chrono::nanoseconds(30us).count());
+  CHECK(p.short_runs());
+  CHECK(p.budget() == window);
+  for (int i = 0; i < 40; ++i) p.learn(std::chrono::nanoseconds(50us).count());
+  CHECK_FALSE(p.short_runs());
+  CHECK(p.budget() == 0ns);
 }

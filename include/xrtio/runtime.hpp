@@ -24,7 +24,7 @@ struct runtime_options {
   /// the next submission after posting completions, and an io_context thread
   /// that submitted a run from one of its handlers lingers in its io_context
   /// for the completion ("The io thread lingers"). 0 = never spin or linger.
-  std::chrono::nanoseconds spin_window = std::chrono::microseconds(20);
+  std::chrono::nanoseconds spin_window = std::chrono::microseconds(40);
   /// While the handlers of runs it has completed have a backlog (at least
   /// 4 x max_batch, and 256, posted to their executors and not yet begun),
   /// the reactor sleeps up to this long instead of spinning or polling: the
