@@ -302,6 +302,89 @@ TEST_CASE("sim: queued runs wake one compute unit each, not every unit") {
   CHECK(woke <= runs + runs / 2);
 }
 
+TEST_CASE("sim: runs submitted from four threads while the units sleep and wake all complete, none left behind") {
+  // Submissions without fault rules enter a lock-free inbox and wake a unit
+  // only when none would look at the queue in time (sim_device.cpp,
+  // drain()). A run pushed as the last unit decides to sleep, with nothing
+  // submitted after it, would wait for ever: each burst here ends with the
+  // submitters idle until every run of the burst is final, so such a run
+  // fails its wait. Latencies 0-60 us put the units to sleep and wake them
+  // between and within bursts; a slow kernel now and then holds a unit.
+  sim::device_config cfg;
+  cfg.compute_units = 2;
+  cfg.latency.jitter = 60us;
+  std::atomic<int> slow_runs{0};
+  cfg.kernels.push_back({"slow", {}, [&](sim::kernel_call&) {
+                           slow_runs.fetch_add(1);
+                           std::this_thread::sleep_for(300us);
+                         }});
+  auto ctx = sim::open(cfg);
+  auto noop = ctx.kernel("noop"), slow = ctx.kernel("slow");
+  constexpr int threads = 4, bursts = 60, per_burst = 40;
+  std::atomic<int> late{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      std::vector<xrtio::run_handle> hs;
+      for (int b = 0; b < bursts; ++b) {
+        hs.clear();
+        for (int i = 0; i < per_burst; ++i) hs.push_back(xrtio::start((i + b + t) % 97 == 0 ? slow : noop));
+        for (auto& h : hs)
+          if (!h.wait(5s).ok()) late.fetch_add(1);
+        if (b % 4 == t) std::this_thread::sleep_for(200us);  // let the units fall asleep
+      }
+    });
+  for (auto& t : ts) t.join();
+  CHECK(late.load() == 0);
+  auto st = device_of(ctx).stats();
+  CHECK(st.started == std::uint64_t(threads * bursts * per_burst));
+  CHECK(st.completed == st.started);
+  CHECK(slow_runs.load() > 0);
+}
+
+TEST_CASE("sim: a run submitted as soon as the last one is seen final is not left in the inbox") {
+  // The submitter polls state() (no device mutex) and submits the next run
+  // the moment it sees the last one final, while the unit that ended it is
+  // on its way to sleep: the window where a submitter sees the unit awake
+  // and does not wake it, so the unit must see the run (drain()). A run
+  // left behind is never final: the poll gives up after 2 s.
+  sim::device_config cfg;
+  cfg.compute_units = 1;
+  auto ctx = sim::open(cfg);
+  auto k = ctx.kernel("noop");
+  int stuck = 0;
+  auto end = clk::now() + 2s;  // about 100,000 runs here; fewer under the sanitizers and qemu
+  for (int i = 0; i < 200000 && stuck == 0 && clk::now() < end; ++i) {
+    auto h = xrtio::start(k);
+    auto give_up = clk::now() + 2s;
+    while (!xrtio::is_final(h.state()))
+      if (clk::now() > give_up) {
+        ++stuck;
+        break;
+      }
+  }
+  CHECK(stuck == 0);
+}
+
+TEST_CASE("sim: device::lose() ends runs queued without fault rules with device_lost") {
+  // These runs went through the submission inbox, not the locked path that
+  // fault rules take (sim_device.cpp): lose() must drain it.
+  sim::device_config cfg;
+  cfg.latency.fixed = 10s;
+  auto ctx = sim::open(cfg);
+  std::vector<xrtio::run_handle> hs;
+  for (int i = 0; i < 20; ++i) hs.push_back(xrtio::start(ctx.kernel("noop")));
+  device_of(ctx).lose();
+  for (auto& h : hs) {
+    std::error_code ec;
+    auto r = h.wait(2s, ec);
+    CHECK(ec == errc::device_lost);
+    CHECK(r.state == run_state::no_response);
+  }
+  error_of([&] { xrtio::start(ctx.kernel("noop")); }, errc::device_lost);
+  CHECK(device_of(ctx).stats().started == 20);
+}
+
 TEST_CASE("sim: runs queued while one unit is held in a kernel complete on the other") {
   // The unit that takes the held run leaves the queue to a unit that comes
   // back for it (standing by, or woken): nothing waits for the held kernel.

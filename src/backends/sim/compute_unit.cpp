@@ -18,6 +18,7 @@ void sim_device_impl::compute_unit(cu_slot& self) {
   ::prctl(PR_SET_TIMERSLACK, precise_timer_slack_ns, 0, 0, 0);  // precise latency model
   std::unique_lock lock(mutex_);
   while (!stopping_) {
+    drain();
     auto now = clock::now();
     if (heap_.empty() || heap_.front().due > now) {
       rest(self, lock);
@@ -26,9 +27,16 @@ void sim_device_impl::compute_unit(cu_slot& self) {
     sim_run* r = pop();
     if (divert_faulted(r, now)) continue;
     keep_standby(self);
-    self.executing = true;
+    // Then the inbox again: a run pushed before this store was pushed by a
+    // submitter that may have seen this unit awake and not woken another
+    // (drain() in sim_device.cpp).
+    self.executing.store(true);
+    if (inbox_.load()) {
+      drain();
+      keep_standby(self);
+    }
     execute(r, lock);
-    self.executing = false;
+    self.executing.store(false);
   }
 }
 
@@ -44,7 +52,8 @@ void sim_device_impl::rest(cu_slot& self, std::unique_lock<std::mutex>& lock) {
   if (!heap_.empty()) {
     auto due = heap_.front().due;
     bool covered = std::any_of(cus_.begin(), cus_.end(), [&](const auto& cu) {
-      return cu.get() != &self && cu->sleep_until != cu_slot::awake && cu->sleep_until <= due;
+      auto other = cu->sleep_until.load(std::memory_order_relaxed);
+      return cu.get() != &self && other != cu_slot::awake && other <= due;
     });
     // The second earliest is one of the root's two children in the heap.
     until = due;
@@ -53,10 +62,16 @@ void sim_device_impl::rest(cu_slot& self, std::unique_lock<std::mutex>& lock) {
       for (std::size_t i = 1; i < 3 && i < heap_.size(); ++i) until = std::min(until, heap_[i].due);
     }
   }
-  self.sleep_until = until;
+  self.sleep_until.store(until);
+  // A run pushed before that store may have been pushed by a submitter that
+  // saw this unit awake and did not wake it (drain() in sim_device.cpp).
+  if (inbox_.load()) {
+    self.sleep_until.store(cu_slot::awake);
+    return;
+  }
   if (until == clock::time_point::max()) self.cv.wait(lock);
   else self.cv.wait_until(lock, until);
-  self.sleep_until = cu_slot::awake;
+  self.sleep_until.store(cu_slot::awake);
   ++stats_.wakeups;
 }
 
@@ -73,11 +88,13 @@ void sim_device_impl::keep_standby(const cu_slot& self) {
   cu_slot* pick = nullptr;
   for (auto& cu : cus_) {
     if (cu.get() == &self) continue;
-    if (cu->sleep_until == cu_slot::awake ? !cu->executing : cu->sleep_until <= due) return;
-    if (cu->sleep_until != cu_slot::awake && (!pick || cu->sleep_until > pick->sleep_until)) pick = cu.get();
+    auto until = cu->sleep_until.load(std::memory_order_relaxed);
+    if (until == cu_slot::awake ? !cu->executing.load(std::memory_order_relaxed) : until <= due) return;
+    if (until != cu_slot::awake && (!pick || until > pick->sleep_until.load(std::memory_order_relaxed)))
+      pick = cu.get();
   }
   if (!pick) return;  // every other unit is in a kernel: the first back takes the queue
-  pick->sleep_until = cu_slot::awake;
+  pick->sleep_until.store(cu_slot::awake);
   pick->cv.notify_one();
 }
 

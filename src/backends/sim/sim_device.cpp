@@ -17,6 +17,7 @@ constexpr std::size_t initial_queue_capacity = 1024;
 
 sim_device_impl::sim_device_impl(device_config cfg) : cfg_(std::move(cfg)) {
   if (cfg_.compute_units == 0) throw error(errc::invalid_size, "sim device: 0 compute units");
+  faulty_.store(!cfg_.faults.empty() || static_cast<bool>(cfg_.fault_selector), std::memory_order_relaxed);
   for (auto& k : cfg_.kernels) kernels_.emplace(k.name, std::make_shared<sim_kernel>(k, this));
   if (cfg_.event_fd) {
     efd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -75,12 +76,15 @@ std::uint64_t sim_device_impl::completion_count() const noexcept {
 
 device_stats sim_device_impl::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  auto s = stats_;
+  s.started = started_.load(std::memory_order_relaxed);
+  return s;
 }
 
 void sim_device_impl::add_fault(fault_rule rule) {
   std::lock_guard lock(mutex_);
   cfg_.faults.push_back(std::move(rule));
+  faulty_.store(true, std::memory_order_release);  // later submissions pick faults under the mutex
 }
 
 void sim_device_impl::lose() {
@@ -88,10 +92,43 @@ void sim_device_impl::lose() {
   lose_locked();
 }
 
+// Without fault rules, the run enters the inbox without the mutex and the
+// mutex is taken only when no unit would look at the queue by its due time
+// (looked_after). With rules, picking one reads cfg_.faults, which
+// add_fault changes under the mutex: the whole submission is under it.
+// Under the mutex at L = 50 us, C = 4096, the io thread waited for the
+// units (and they for it) on every run (docs/PERFORMANCE.md).
 void sim_device_impl::submit(sim_run* r) {
+  if (lost_.load()) throw error(errc::device_lost, "sim device lost: cannot start kernel " + r->kernel_->name());
+  if (faulty_.load(std::memory_order_acquire)) {
+    submit_locked(r);
+    return;
+  }
+  r->number_ = started_.fetch_add(1, std::memory_order_relaxed) + 1;
+  r->fault_ = {};
+  r->hang_phase_ = false;
+  r->kernel_failed_ = false;
+  r->lost_ = false;
+  r->stop_.store(false, std::memory_order_relaxed);
+  r->state_.store(run_state::queued, std::memory_order_release);
+  r->due_ = clock::now() + run_latency(cfg_.latency, r->bytes_, r->number_);
+  auto due = r->due_;  // r is the drainer's once pushed
+  // seq_cst: the submitter's half of the pairing with a unit going to
+  // sleep or into a kernel (drain()).
+  r->inbox_next = inbox_.load(std::memory_order_relaxed);
+  while (!inbox_.compare_exchange_weak(r->inbox_next, r, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+  }
+  if (looked_after(due)) return;
+  std::unique_lock lock(mutex_);
+  drain();
+  wake_for(due, lock);
+}
+
+// Under mutex_: the submission as it was before the inbox, with the fault pick.
+void sim_device_impl::submit_locked(sim_run* r) {
   std::unique_lock lock(mutex_);
   if (lost_.load()) throw error(errc::device_lost, "sim device lost: cannot start kernel " + r->kernel_->name());
-  r->number_ = ++stats_.started;
+  r->number_ = started_.fetch_add(1, std::memory_order_relaxed) + 1;
   r->fault_ = pick_fault(cfg_, r->kernel_->name(), r->number_);
   r->hang_phase_ = false;
   r->kernel_failed_ = false;
@@ -106,7 +143,47 @@ void sim_device_impl::submit(sim_run* r) {
   }
   r->due_ = clock::now() + run_latency(cfg_.latency, r->bytes_, r->number_);
   push(r);
-  wake_for(*r, lock);
+  wake_for(r->due_, lock);
+}
+
+// Under mutex_. Moves the inbox into the queue (oldest first), or, on a lost
+// device, ends its runs in NORESPONSE as lose_locked() ends queued ones.
+// Every unit calls this before it sleeps or enters a kernel, after storing
+// (seq_cst) the state that says so, and looks at the inbox again after that
+// store; submit() pushes (seq_cst) and then reads the units' states. So a
+// run is either seen by the unit, or its submitter sees the unit asleep or
+// busy and wakes one (the two halves of a Dekker pairing).
+void sim_device_impl::drain() {
+  sim_run* list = inbox_.exchange(nullptr, std::memory_order_acq_rel);
+  sim_run* fifo = nullptr;
+  while (list) {
+    auto* next = list->inbox_next;
+    list->inbox_next = fifo;
+    fifo = list;
+    list = next;
+  }
+  while (fifo) {
+    auto* r = fifo;
+    fifo = r->inbox_next;
+    r->inbox_next = nullptr;
+    if (lost_.load()) {
+      r->lost_ = true;
+      finish(r, run_state::no_response);
+    } else {
+      push(r);
+    }
+  }
+}
+
+// Without the mutex (submit) or under it (wake_for): some unit will look at
+// the queue by `due`: one awake and not in a kernel (it drains the inbox
+// before it sleeps or runs a kernel), or one asleep until `due` or earlier.
+bool sim_device_impl::looked_after(clock::time_point due) const noexcept {
+  for (auto& cu : cus_) {
+    auto until = cu->sleep_until.load(std::memory_order_seq_cst);
+    if (until == cu_slot::awake ? !cu->executing.load(std::memory_order_seq_cst) : until <= due) return true;
+  }
+  return false;
 }
 
 backend::abort_outcome sim_device_impl::abort(sim_run* r) {
@@ -122,6 +199,7 @@ backend::abort_outcome sim_device_impl::abort(sim_run* r) {
 
 backend::abort_outcome sim_device_impl::abort_run(sim_run* r) {
   std::unique_lock lock(mutex_);
+  drain();  // r may still be in the inbox
   auto s = r->state_.load();
   if (is_final(s)) return backend::abort_outcome::done;
   if (s == run_state::new_) {
@@ -157,20 +235,22 @@ backend::abort_outcome sim_device_impl::abort_run(sim_run* r) {
 }
 
 // Under mutex_ (held by `lock`, released only to wake the unit it picks).
-// Wake a compute unit only if none would otherwise pick the run up in time
-// (docs/DESIGN.md, "Backends"): none awake outside a kernel (it looks at the
-// queue before it sleeps) and none asleep until this run's due time or
+// Wake a compute unit only if none would otherwise pick a run due at `due`
+// up in time (docs/DESIGN.md, "Backends"): none awake outside a kernel (it
+// looks at the queue before it sleeps) and none asleep until that time or
 // earlier. Then the one asleep the longest (nothing due, or standing by) is
 // woken. Waking on every submission cost a futex wake and usually a context
 // switch per run (docs/PERFORMANCE.md).
-void sim_device_impl::wake_for(const sim_run& r, std::unique_lock<std::mutex>& lock) {
+void sim_device_impl::wake_for(clock::time_point due, std::unique_lock<std::mutex>& lock) {
+  if (looked_after(due)) return;
   cu_slot* pick = nullptr;
   for (auto& cu : cus_) {
-    if (cu->sleep_until == cu_slot::awake ? !cu->executing : cu->sleep_until <= r.due_) return;
-    if (cu->sleep_until != cu_slot::awake && (!pick || cu->sleep_until > pick->sleep_until)) pick = cu.get();
+    auto until = cu->sleep_until.load(std::memory_order_relaxed);
+    if (until != cu_slot::awake && (!pick || until > pick->sleep_until.load(std::memory_order_relaxed)))
+      pick = cu.get();
   }
   if (!pick) return;  // every unit is in a kernel: the first back takes the queue
-  pick->sleep_until = cu_slot::awake;  // woken: later submissions need not wake it again
+  pick->sleep_until.store(cu_slot::awake);  // woken: later submissions need not wake it again
   lock.unlock();
   pick->cv.notify_one();
 }
@@ -229,6 +309,7 @@ void sim_device_impl::finish(sim_run* r, run_state s) {
 // Under mutex_. Queued and parked runs end in NORESPONSE now; executing ones
 // are told to stop and end so when their kernel returns (compute_unit.cpp).
 void sim_device_impl::lose_locked() {
+  drain();  // into the queue, ended below
   lost_.store(true);
   for (auto& q : heap_) {
     auto* r = q.run;

@@ -86,7 +86,8 @@ class sim_run final : public backend::native_run, public kernel_call {
   std::uint64_t run_number() const noexcept override { return number_; }
   void fail(std::string_view) override { kernel_failed_ = true; }
 
-  sim_run* pool_next = nullptr;  // run_pool's link while idle
+  sim_run* pool_next = nullptr;   // run_pool's link while idle
+  sim_run* inbox_next = nullptr;  // the device's inbox link, from submit() until drained
 
   struct arg {
     std::byte* data = nullptr;
@@ -147,7 +148,10 @@ clock::duration run_latency(const latency_model& m, std::size_t bytes, std::uint
 
 // One mutex guards the device's queues (it plays the device's command
 // processor, not part of xrtio's hot path); run states are atomics so the
-// reactor polls them without locking.
+// reactor polls them without locking. A submission with no fault rules
+// enters through a lock-free inbox and takes the mutex only to wake a unit,
+// so the submitting thread does not contend with the units for it
+// (docs/PERFORMANCE.md, "The simulated device's own cost").
 class sim_device_impl final : public device {
  public:
   explicit sim_device_impl(device_config cfg);
@@ -175,12 +179,15 @@ class sim_device_impl final : public device {
  private:
   friend class sim_run;
 
-  // One per compute unit; guarded by mutex_.
+  // One per compute unit. Written only under mutex_; read without it by
+  // submit() to decide whether a unit must be woken (sim_device.cpp), so
+  // both are atomics, stored seq_cst (the unit's half of the inbox's
+  // Dekker pairing: see drain()).
   struct cu_slot {
     static constexpr clock::time_point awake = clock::time_point::min();
     std::condition_variable cv;
-    clock::time_point sleep_until = awake;  // max(): asleep with nothing queued
-    bool executing = false;                 // in a kernel, the mutex released (awake)
+    std::atomic<clock::time_point> sleep_until{awake};  // max(): asleep with nothing queued
+    std::atomic<bool> executing{false};                 // in a kernel, the mutex released (awake)
   };
 
   // The queues, under mutex_ (sim_device.cpp).
@@ -196,10 +203,13 @@ class sim_device_impl final : public device {
   };
   static bool later(const queued& a, const queued& b) { return a.due > b.due; }
   void push(sim_run* r);
+  void drain();
+  bool looked_after(clock::time_point due) const noexcept;
+  void submit_locked(sim_run* r);
   sim_run* pop();
   void remove(sim_run* r);
   void unpark(sim_run* r);
-  void wake_for(const sim_run& r, std::unique_lock<std::mutex>& lock);
+  void wake_for(clock::time_point due, std::unique_lock<std::mutex>& lock);
   void set_running(sim_run* r);
   void finish(sim_run* r, run_state s);
   void lose_locked();
@@ -220,7 +230,13 @@ class sim_device_impl final : public device {
   std::vector<sim_run*> parked_;
   std::vector<sim_run*> executing_list_;
   std::vector<std::thread> threads_;
-  device_stats stats_;
+  device_stats stats_;  // but started: started_
+  // Runs submitted and not yet in heap_: a lock-free stack (through
+  // sim_run::inbox_next) that submit() pushes to without the mutex and
+  // whoever holds the mutex drains into heap_ (drain()).
+  std::atomic<sim_run*> inbox_{nullptr};
+  std::atomic<std::uint64_t> started_{0};  // runs numbered so far (device_stats::started)
+  std::atomic<bool> faulty_{false};        // fault rules or a selector: submit() takes the mutex
   std::atomic<bool> lost_{false};
   std::atomic<bool> signaled_{false};     // event fd written and not yet consumed
   std::atomic<std::uint64_t> completions_{1};  // grows with each final state (completion_count)
