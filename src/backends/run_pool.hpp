@@ -23,7 +23,7 @@ template <class Run>
 class run_pool {
  public:
   /// Keeps at most `capacity` idle runs; more are deleted when given back.
-  explicit run_pool(std::size_t capacity = std::numeric_limits<std::size_t>::max()) : capacity_(capacity) {}
+  explicit run_pool(std::size_t capacity = unbounded) : capacity_(capacity) {}
   run_pool(const run_pool&) = delete;
   run_pool& operator=(const run_pool&) = delete;
   /// Pooled runs are final (their owners checked before giving them back).
@@ -40,24 +40,30 @@ class run_pool {
     if (!r) return nullptr;
     taken_ = r->pool_next;
     r->pool_next = nullptr;
-    idle_.fetch_sub(1, std::memory_order_relaxed);
+    taken_count_.store(taken_count_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return r;
   }
 
   /// Takes `r` back for reuse; deletes it when the pool is full.
   void give(Run* r) noexcept {
-    if (idle_.fetch_add(1, std::memory_order_relaxed) >= capacity_) {
-      idle_.fetch_sub(1, std::memory_order_relaxed);
+    // A bounded pool reads the takers' count; an unbounded one (the
+    // simulator's) touches nothing of theirs. Two givers at once may both
+    // pass the check: the bound is kept to within the number of givers.
+    if (capacity_ != unbounded &&
+        given_count_.load(std::memory_order_relaxed) - taken_count_.load(std::memory_order_relaxed) >= capacity_) {
       delete r;
       return;
     }
+    given_count_.fetch_add(1, std::memory_order_relaxed);
     Run* head = given_.load(std::memory_order_relaxed);
     do r->pool_next = head;
     while (!given_.compare_exchange_weak(head, r, std::memory_order_release, std::memory_order_relaxed));
   }
 
   /// Idle runs now (tests).
-  std::size_t idle() const noexcept { return idle_.load(std::memory_order_relaxed); }
+  std::size_t idle() const noexcept {
+    return given_count_.load(std::memory_order_relaxed) - taken_count_.load(std::memory_order_relaxed);
+  }
 
  private:
   static void destroy(Run* r) noexcept {
@@ -68,11 +74,18 @@ class run_pool {
     }
   }
 
+  static constexpr std::size_t unbounded = std::numeric_limits<std::size_t>::max();
+  // The give side and the take side on cache lines of their own: with one
+  // shared idle count (an atomic add per give, a subtract per take) and the
+  // takers' mutex on the givers' line, every run moved that line between the
+  // reactor's core and the io thread's twice.
+  static constexpr std::size_t line = 64;
   const std::size_t capacity_;
-  std::atomic<std::size_t> idle_{0};  // given and not yet taken
-  std::atomic<Run*> given_{nullptr};  // pushed by give(), taken whole by take()
-  std::mutex take_mutex_;
-  Run* taken_ = nullptr;  // under take_mutex_
+  alignas(line) std::atomic<Run*> given_{nullptr};  // pushed by give(), taken whole by take()
+  std::atomic<std::size_t> given_count_{0};         // runs ever kept by give()
+  alignas(line) std::mutex take_mutex_;
+  Run* taken_ = nullptr;                    // under take_mutex_
+  std::atomic<std::size_t> taken_count_{0};  // runs ever taken; written under take_mutex_
 };
 
 }  // namespace xrtio::detail
