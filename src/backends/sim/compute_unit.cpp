@@ -31,7 +31,7 @@ void sim_device_impl::compute_unit(cu_slot& self) {
     // submitter that may have seen this unit awake and not woken another
     // (drain() in sim_device.cpp).
     self.executing.store(true);
-    if (inbox_.load()) {
+    if (!inbox_.empty()) {
       drain();
       keep_standby(self);
     }
@@ -65,7 +65,7 @@ void sim_device_impl::rest(cu_slot& self, std::unique_lock<std::mutex>& lock) {
   self.sleep_until.store(until);
   // A run pushed before that store may have been pushed by a submitter that
   // saw this unit awake and did not wake it (drain() in sim_device.cpp).
-  if (inbox_.load()) {
+  if (!inbox_.empty()) {
     self.sleep_until.store(cu_slot::awake);
     return;
   }

@@ -115,9 +115,7 @@ void sim_device_impl::submit(sim_run* r) {
   auto due = r->due_;  // r is the drainer's once pushed
   // seq_cst: the submitter's half of the pairing with a unit going to
   // sleep or into a kernel (drain()).
-  r->inbox_next = inbox_.load(std::memory_order_relaxed);
-  while (!inbox_.compare_exchange_weak(r->inbox_next, r, std::memory_order_seq_cst, std::memory_order_relaxed)) {
-  }
+  inbox_.push(r);
   if (looked_after(due)) return;
   std::unique_lock lock(mutex_);
   drain();
@@ -154,14 +152,7 @@ void sim_device_impl::submit_locked(sim_run* r) {
 // run is either seen by the unit, or its submitter sees the unit asleep or
 // busy and wakes one (the two halves of a Dekker pairing).
 void sim_device_impl::drain() {
-  sim_run* list = inbox_.exchange(nullptr, std::memory_order_acq_rel);
-  sim_run* fifo = nullptr;
-  while (list) {
-    auto* next = list->inbox_next;
-    list->inbox_next = fifo;
-    fifo = list;
-    list = next;
-  }
+  sim_run* fifo = inbox_.take_all_fifo();
   while (fifo) {
     auto* r = fifo;
     fifo = r->inbox_next;

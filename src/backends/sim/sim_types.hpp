@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/run_pool.hpp"
+#include "util/atomic_intrusive_stack.hpp"
 #include "xrtio/run_options.hpp"
 #include "xrtio/sim.hpp"
 
@@ -234,7 +235,7 @@ class sim_device_impl final : public device {
   // Runs submitted and not yet in heap_: a lock-free stack (through
   // sim_run::inbox_next) that submit() pushes to without the mutex and
   // whoever holds the mutex drains into heap_ (drain()).
-  std::atomic<sim_run*> inbox_{nullptr};
+  xrtio::detail::atomic_intrusive_stack<sim_run, &sim_run::inbox_next> inbox_;
   std::atomic<std::uint64_t> started_{0};  // runs numbered so far (device_stats::started)
   std::atomic<bool> faulty_{false};        // fault rules or a selector: submit() takes the mutex
   std::atomic<bool> lost_{false};
