@@ -205,7 +205,12 @@ TEST_CASE("server --baseline: the same results with blocking start()+wait() on a
 // handlers), and the reactor thread with one or several io threads.
 namespace {
 void check_results_deadline_and_disconnect(std::vector<std::string> args, const std::string& mode) {
-  args.insert(args.end(), {"--sim-latency-us", "20000"});
+  // Every run takes 200 ms on the device: the scrapes that must see the
+  // departing client's run in flight have that long. At 20 ms, one run
+  // under ASan+UBSan in CI (the other test job on the second core) missed
+  // it: that run completed before a scrape was served, and nothing was
+  // left to cancel.
+  args.insert(args.end(), {"--sim-latency-us", "200000"});
   server_process s(args);
   INFO(s.output());
   CHECK(s.output().find(mode) != std::string::npos);
