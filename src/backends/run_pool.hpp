@@ -49,8 +49,7 @@ class run_pool {
     // A bounded pool reads the takers' count; an unbounded one (the
     // simulator's) touches nothing of theirs. Two givers at once may both
     // pass the check: the bound is kept to within the number of givers.
-    if (capacity_ != unbounded &&
-        given_count_.load(std::memory_order_relaxed) - taken_count_.load(std::memory_order_relaxed) >= capacity_) {
+    if (capacity_ != unbounded && idle() >= capacity_) {
       delete r;
       return;
     }
@@ -60,9 +59,14 @@ class run_pool {
     while (!given_.compare_exchange_weak(head, r, std::memory_order_release, std::memory_order_relaxed));
   }
 
-  /// Idle runs now (tests).
+  /// Idle runs now: give() bounds the pool by it; tests read it.
   std::size_t idle() const noexcept {
-    return given_count_.load(std::memory_order_relaxed) - taken_count_.load(std::memory_order_relaxed);
+    // Read apart, the two counts can show a run as taken and not yet as
+    // given (a taker counts only runs whose give it saw, but another giver's
+    // count may not have reached this thread): none idle, then, not a wrap.
+    auto given = given_count_.load(std::memory_order_relaxed);
+    auto taken = taken_count_.load(std::memory_order_relaxed);
+    return given > taken ? given - taken : 0;
   }
 
  private:

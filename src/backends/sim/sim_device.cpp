@@ -84,7 +84,7 @@ device_stats sim_device_impl::stats() const {
 void sim_device_impl::add_fault(fault_rule rule) {
   std::lock_guard lock(mutex_);
   cfg_.faults.push_back(std::move(rule));
-  faulty_.store(true, std::memory_order_release);  // later submissions pick faults under the mutex
+  faulty_.store(true, std::memory_order_seq_cst);  // runs numbered after this pick faults under the mutex
 }
 
 void sim_device_impl::lose() {
@@ -100,11 +100,15 @@ void sim_device_impl::lose() {
 // units (and they for it) on every run (docs/PERFORMANCE.md).
 void sim_device_impl::submit(sim_run* r) {
   if (lost_.load()) throw error(errc::device_lost, "sim device lost: cannot start kernel " + r->kernel_->name());
-  if (faulty_.load(std::memory_order_acquire)) {
-    submit_locked(r);
+  // The number first, then the rules: a rule that add_fault published
+  // (seq_cst) before this number was taken is seen, so a rule for run N
+  // added before run N was numbered hits it, as under the mutex.
+  auto number = started_.fetch_add(1, std::memory_order_seq_cst) + 1;
+  if (faulty_.load(std::memory_order_seq_cst)) {
+    submit_locked(r, number);
     return;
   }
-  r->number_ = started_.fetch_add(1, std::memory_order_relaxed) + 1;
+  r->number_ = number;
   r->fault_ = {};
   r->hang_phase_ = false;
   r->kernel_failed_ = false;
@@ -123,10 +127,10 @@ void sim_device_impl::submit(sim_run* r) {
 }
 
 // Under mutex_: the submission as it was before the inbox, with the fault pick.
-void sim_device_impl::submit_locked(sim_run* r) {
+void sim_device_impl::submit_locked(sim_run* r, std::uint64_t number) {
   std::unique_lock lock(mutex_);
   if (lost_.load()) throw error(errc::device_lost, "sim device lost: cannot start kernel " + r->kernel_->name());
-  r->number_ = started_.fetch_add(1, std::memory_order_relaxed) + 1;
+  r->number_ = number;
   r->fault_ = pick_fault(cfg_, r->kernel_->name(), r->number_);
   r->hang_phase_ = false;
   r->kernel_failed_ = false;
@@ -146,11 +150,12 @@ void sim_device_impl::submit_locked(sim_run* r) {
 
 // Under mutex_. Moves the inbox into the queue (oldest first), or, on a lost
 // device, ends its runs in NORESPONSE as lose_locked() ends queued ones.
-// Every unit calls this before it sleeps or enters a kernel, after storing
-// (seq_cst) the state that says so, and looks at the inbox again after that
-// store; submit() pushes (seq_cst) and then reads the units' states. So a
+// Every unit drains at the top of its loop. Before it sleeps or enters a
+// kernel it stores (seq_cst) the state that says so and then looks at the
+// inbox again (and goes back to drain it, or drains it, if it is not
+// empty); submit() pushes (seq_cst) and then reads the units' states. So a
 // run is either seen by the unit, or its submitter sees the unit asleep or
-// busy and wakes one (the two halves of a Dekker pairing).
+// busy and wakes one if any sleeps (the two halves of a Dekker pairing).
 void sim_device_impl::drain() {
   sim_run* fifo = inbox_.take_all_fifo();
   while (fifo) {

@@ -107,7 +107,9 @@ class sim_run final : public backend::native_run, public kernel_call {
   std::size_t bytes_ = 0;
   clock::time_point due_{};
   clock::time_point completed_at_{};
-  // Guarded by the device mutex:
+  // Guarded by the device mutex (a submission without the mutex writes
+  // hang_phase_, kernel_failed_ and lost_ before it pushes the run on the
+  // inbox, whose drain, under the mutex, acquires them):
   bool in_queue_ = false;
   bool parked_ = false;      // hung with no thread
   bool executing_ = false;   // its kernel runs on a compute unit now
@@ -150,8 +152,9 @@ clock::duration run_latency(const latency_model& m, std::size_t bytes, std::uint
 // One mutex guards the device's queues (it plays the device's command
 // processor, not part of xrtio's hot path); run states are atomics so the
 // reactor polls them without locking. A submission with no fault rules
-// enters through a lock-free inbox and takes the mutex only to wake a unit,
-// so the submitting thread does not contend with the units for it
+// enters through a lock-free inbox and takes the mutex only when no unit
+// will look at the queue by the run's due time (to wake one that sleeps),
+// so the submitting thread rarely contends with the units for it
 // (docs/PERFORMANCE.md, "The simulated device's own cost").
 class sim_device_impl final : public device {
  public:
@@ -206,7 +209,7 @@ class sim_device_impl final : public device {
   void push(sim_run* r);
   void drain();
   bool looked_after(clock::time_point due) const noexcept;
-  void submit_locked(sim_run* r);
+  void submit_locked(sim_run* r, std::uint64_t number);
   sim_run* pop();
   void remove(sim_run* r);
   void unpark(sim_run* r);
