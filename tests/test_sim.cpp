@@ -631,6 +631,33 @@ TEST_CASE("sim: aborting a queued run (long latency) ends it in ABORT without ru
   CHECK_NOTHROW(c.write(std::span<const std::uint32_t>(std::vector<std::uint32_t>(16, 1))));
 }
 
+TEST_CASE("sim: aborting a run still in the submission inbox ends it in ABORT and it never runs later") {
+  // The one unit sleeps until the noop run is due (300 ms); the vadd run,
+  // due later (300 ms + 192 bytes x 1 ms), finds it asleep until an earlier
+  // time, so its submission leaves it in the inbox without waking the unit.
+  // The abort must take it out of the inbox (abort_run drains first): ended
+  // in place instead, the unit later drained it into the queue and ran it,
+  // a run already released, ending it a second time (in ERROR: its
+  // arguments were gone). That failed with the drain removed.
+  sim::device_config cfg;
+  cfg.compute_units = 1;
+  cfg.latency.fixed = 300ms;
+  cfg.latency.ns_per_byte = 1'000'000.0;
+  auto ctx = sim::open(cfg);
+  auto first = xrtio::start(ctx.kernel("noop"));
+  std::this_thread::sleep_for(20ms);  // the unit goes to sleep until the noop run is due
+  auto h = start_vadd(ctx);
+  error_of([&] { h.wait(1ms); }, errc::timed_out);
+  CHECK(h.result().state == run_state::abort);
+  CHECK(first.wait(10s).ok());
+  std::this_thread::sleep_for(400ms);  // past the vadd run's due time
+  CHECK(h.state() == run_state::abort);
+  auto s = device_of(ctx).stats();
+  CHECK(s.aborted == 1);
+  CHECK(s.completed == 1);
+  CHECK(s.failed == 0);  // a released run executed later: its kernel sees no buffers and fails
+}
+
 TEST_CASE("sim: aborting a running hung run ends it in ABORT") {
   auto ctx = sim::open(with_fault({.kernel = "vadd", .what = sim::fault::hang}));
   auto h = start_vadd(ctx);
