@@ -25,6 +25,15 @@ namespace {
 std::atomic<std::uint64_t> g_news{0};
 std::atomic<bool> g_trace{false};
 
+// Armed by a test on its own thread: the n-th allocation from now on this
+// thread throws std::bad_alloc (0: none). Only the throwing operator news
+// below honour it.
+thread_local int t_fail_in = 0;
+
+void maybe_fail() {
+  if (t_fail_in > 0 && --t_fail_in == 0) throw std::bad_alloc();
+}
+
 void note_allocation(std::size_t n) noexcept {
   g_news.fetch_add(1, std::memory_order_relaxed);
   if (g_trace.load(std::memory_order_relaxed)) {
@@ -50,6 +59,7 @@ void* aligned(std::size_t n, std::align_val_t a) {
 }  // namespace
 
 void* operator new(std::size_t n) {
+  maybe_fail();
   note_allocation(n);
   return checked(std::malloc(n ? n : 1));
 }
@@ -66,6 +76,7 @@ void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
   return std::malloc(n ? n : 1);
 }
 void* operator new(std::size_t n, std::align_val_t a) {
+  maybe_fail();
   note_allocation(n);
   return checked(aligned(n ? n : 1, a));
 }
@@ -346,4 +357,46 @@ TEST_CASE("file io: an in-loop driver that blocks on ring completions allocates 
   CHECK(ok == reads);
   CHECK(allocations == 0);
   if (s.file_path == xrtio::file_io_path::io_uring) CHECK(sleeps >= (reads - warm) / 2);  // the watch was armed
+}
+
+TEST_CASE("async_run: an allocation failing while a run registers with a new context frees the run and its handler") {
+  // A run's first use of an execution context allocates there: the context's
+  // completion service and registry, the registry's table. Each allocation
+  // of a first async_run in turn is made to fail: async_run must throw
+  // bad_alloc with the handler destroyed unrun (nothing else holds the
+  // token's other reference), or complete it exactly once. A run freed by
+  // nobody keeps the token (and leaks its operation).
+  xrtio::runtime rt;
+  auto ctx = xrtio::sim::open();
+  ctx.bind(rt);
+  auto k = ctx.kernel("noop");
+  int threw = 0, completed_at_once = -1;
+  for (int n = 1; n <= 40 && completed_at_once < 0; ++n) {
+    asio::io_context io;
+    auto token = std::make_shared<int>(0);
+    int calls = 0;
+    bool failed = false;
+    t_fail_in = n;
+    try {
+      xrtio::async_run(k, asio::bind_executor(io, [&calls, token](std::error_code, xrtio::run_result) { ++calls; }));
+    } catch (const std::bad_alloc&) {
+      failed = true;
+    }
+    t_fail_in = 0;
+    if (failed) {
+      ++threw;
+      CHECK_MESSAGE(token.use_count() == 1, "allocation " << n << " failed: the handler was kept");
+      io.poll();  // not run(): a leaked operation's work would keep it waiting for good
+      CHECK(calls == 0);
+      CHECK(io.stopped());  // no outstanding work left behind
+    } else {
+      io.run();
+      CHECK(calls == 1);
+      completed_at_once = n;
+    }
+  }
+  MESSAGE("a first async_run on a new io_context threw bad_alloc for each of its first " << threw
+                                                                                       << " allocations");
+  CHECK(threw >= 2);  // at least the operation and the context's service
+  CHECK(completed_at_once > 0);
 }

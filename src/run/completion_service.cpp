@@ -3,6 +3,8 @@
 
 #include "xrtio/detail/run_op.hpp"
 
+#include <algorithm>
+
 namespace xrtio::detail {
 
 namespace {
@@ -12,25 +14,33 @@ void count_in(completion_registry& r, run_op_base* op) noexcept {
   op->reg_counted = true;
   r.inline_candidates.store(r.inline_candidates.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
+
+// Under the registry's lock. Grows the table first (may throw), so that a
+// failure leaves neither the op nor the count changed.
+void link(completion_registry& r, run_op_base* op) {
+  if (r.free_slots.empty()) {
+    if (r.table.size() == r.table.capacity()) r.table.reserve(std::max<std::size_t>(64, 2 * r.table.capacity()));
+    r.free_slots.reserve(r.table.capacity());
+    r.free_slots.push_back(std::uint32_t(r.table.size()));
+    r.table.push_back(nullptr);
+  }
+  auto i = r.free_slots.back();
+  r.free_slots.pop_back();
+  r.table[i] = op;
+  op->reg_slot = i;
+  count_in(r, op);
+}
 }  // namespace
 
-void completion_registry::add(run_op_base* op) noexcept {
+void completion_registry::add(run_op_base* op) {
   std::lock_guard lock(mutex);
-  count_in(*this, op);
-  op->reg_prev = nullptr;
-  op->reg_next = head;
-  if (head) head->reg_prev = op;
-  head = op;
+  link(*this, op);
 }
 
-bool completion_registry::try_add(run_op_base* op) noexcept {
+bool completion_registry::try_add(run_op_base* op) {
   std::lock_guard lock(mutex);
   if (shut_down.load(std::memory_order_relaxed)) return false;  // set under this lock
-  count_in(*this, op);
-  op->reg_prev = nullptr;
-  op->reg_next = head;
-  if (head) head->reg_prev = op;
-  head = op;
+  link(*this, op);
   return true;
 }
 
@@ -60,10 +70,13 @@ void completion_registry::remove(run_op_base* op) noexcept {
     op->reg_counted = false;
     inline_candidates.store(inline_candidates.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   }
-  if (op->reg_prev) op->reg_prev->reg_next = op->reg_next;
-  else if (head == op) head = op->reg_next;
-  if (op->reg_next) op->reg_next->reg_prev = op->reg_prev;
-  op->reg_prev = op->reg_next = nullptr;
+  // Not in the table any more once the context shut down (the shutdown
+  // emptied it), or if its slot holds another op since.
+  auto i = op->reg_slot;
+  if (i < table.size() && table[i] == op) {
+    table[i] = nullptr;
+    free_slots.push_back(i);  // within the capacity reserved when the slot was made
+  }
 }
 
 void completion_service::shutdown() {
@@ -74,10 +87,9 @@ void completion_service::shutdown() {
     // Before posting is read below, even with no op to mark in between
     // (qemu-user 7.2 reorders a seq_cst store and load: reactor::announce_sleep).
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    for (auto* op = registry_->head; op;) {
-      auto* n = op->reg_next;
+    for (auto*& op : registry_->table) {
+      if (!op) continue;
       int expected = run_op_base::pending;
-      op->reg_prev = op->reg_next = nullptr;
       op->reg_counted = false;
       if (op->life.compare_exchange_strong(expected, run_op_base::orphaned)) {
         // Linked through reg_next, not batch_next: the reactor may be
@@ -85,9 +97,10 @@ void completion_service::shutdown() {
         op->reg_next = orphans;
         orphans = op;
       }
-      op = n;
+      op = nullptr;
     }
-    registry_->head = nullptr;
+    registry_->table.clear();
+    registry_->free_slots.clear();
     registry_->inline_candidates.store(0, std::memory_order_relaxed);
     // A post to this context that is under way must land before it goes.
     registry_->idle.wait(lock, [&] { return registry_->posting.load(std::memory_order_seq_cst) == 0; });

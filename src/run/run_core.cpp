@@ -114,7 +114,6 @@ void run_core::release(lease_batch& later) noexcept {
   if (leased_)
     for (auto& q : reqs_) later.add(q.tracker, q.id);
   leased_ = false;
-  release_run();
 }
 
 void run_core::release_run() noexcept {

@@ -9,6 +9,8 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <vector>
+#include <cstdint>
 
 namespace xrtio::detail {
 
@@ -19,15 +21,26 @@ class run_op_base;
 /// handlers without invoking them, while the reactor keeps their leases and
 /// native runs until the device lets go (invariant 2).
 struct completion_registry {
-  std::mutex mutex;  // the list; the shutdown's wait for `posting`
+  std::mutex mutex;  // the table; the shutdown's wait for `posting`
   std::condition_variable idle;
-  run_op_base* head = nullptr;
+  // The registered ops by slot (null: a free slot, listed in free_slots);
+  // each op keeps its slot in run_op_base::reg_slot. A registration and a
+  // removal touch this table and the op, never another op: the doubly
+  // linked list this replaces wrote both neighbours of every op it
+  // removed, ops whose lines the reactor had written last
+  // (docs/PERFORMANCE.md, "The registry touches no other op"). Freed slots
+  // are reused last-in first-out, so a steady load reuses the same few
+  // lines and allocates nothing.
+  std::vector<run_op_base*> table;
+  std::vector<std::uint32_t> free_slots;
+  // On a line of their own: the reactor writes `posting` for every batch
+  // it posts, the registering thread writes the table's lock for every op.
   // Reactor-side uses of pending ops' executors under way (a batch's post,
   // an executor comparison). Counted without the lock: the shutdown marks
   // the ops orphaned, then waits until this is 0 before destroying a
   // handler. A user enters (seq_cst) before it reads an op's `life`, and
   // the shutdown reads this after it changed them, so one sees the other.
-  std::atomic<unsigned> posting{0};
+  alignas(64) std::atomic<unsigned> posting{0};
   std::atomic<bool> shut_down{false};
   // Registered ops that are inline candidates (run_op_base::inline_candidate:
   // buffered, non-stream reads within their file's inline_read_limit) whose
@@ -51,9 +64,10 @@ struct completion_registry {
     }
   }
 
-  void add(run_op_base* op) noexcept;
+  /// Throws std::bad_alloc when the table cannot grow (op not added).
+  void add(run_op_base* op);
   /// add(), unless the context has shut down (a stale cached registry).
-  bool try_add(run_op_base* op) noexcept;
+  bool try_add(run_op_base* op);
   void remove(run_op_base* op) noexcept;
 };
 

@@ -52,7 +52,14 @@ asio::io_context* running_io_context(const Ex& ex) noexcept {
 template <class Op>
 void launch_run(Op* op, std::error_code early_error) {
   auto& ctx = execution_context_of(op->executor());
-  register_completion(ctx, op);
+  try {
+    register_completion(ctx, op);  // may throw: the service's creation, the registry's growth
+  } catch (...) {
+    // Nowhere yet: freed here, the handler destroyed unrun, the exception
+    // to async_run's caller (Asio's rule for an initiation that throws).
+    op->vt().free(op);
+    throw;
+  }
   if (early_error) return reactor_reject(*op->rx, op, early_error);
   auto slot = asio::get_associated_cancellation_slot(op->handler());
   if (slot.is_connected()) slot.template emplace<cancel_handler>(cancel_handler{op});

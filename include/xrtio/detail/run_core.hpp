@@ -90,8 +90,15 @@ class run_core {
   void release() noexcept;
   /// The same, but the leases go to `later`, released when it is flushed
   /// (the reactor's pass; not for prepared runs, whose requests the next
-  /// execution reuses as soon as this one is marked free).
+  /// execution reuses as soon as this one is marked free), and the native
+  /// run, final, stays for drop_run() on the thread that frees the owner:
+  /// recycled there, it goes back to its kernel's pool on the thread that
+  /// takes it next (docs/PERFORMANCE.md, "The native run goes back where it
+  /// is taken").
   void release(lease_batch& later) noexcept;
+  /// Recycles a native run kept by release(later); before the owner's
+  /// buffers go (invariant 2's order: leases, native run, buffers).
+  void drop_run() noexcept { run_.reset(); }
   /// Keeps run, buffers and leases for good (invariant 5).
   void retain(std::shared_ptr<abort_ticket> ticket) noexcept;
 

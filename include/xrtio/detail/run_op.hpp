@@ -117,8 +117,8 @@ class run_op_base {
   run_op_base* next = nullptr;        // reactor lists
   run_op_base* batch_next = nullptr;  // completion batches
   std::shared_ptr<completion_registry> registry;
-  run_op_base* reg_prev = nullptr;
-  run_op_base* reg_next = nullptr;
+  std::uint32_t reg_slot = 0;          // its slot in the registry's table, while registered
+  run_op_base* reg_next = nullptr;     // the registry's shutdown: its orphans
 
   // A file transfer (file_op_base) rather than a kernel run: the reactor
   // performs it on its file engine instead of a device.
@@ -197,6 +197,7 @@ class run_op final : public Base {
   /// Frees the op's storage through its allocator.
   static void destroy(run_op* o) noexcept {
     alloc_type a(std::move(o->alloc_));
+    o->core.drop_run();  // before the slots' buffers
     o->~run_op();
     std::allocator_traits<alloc_type>::deallocate(a, o, 1);
   }
