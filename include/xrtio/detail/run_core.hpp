@@ -103,6 +103,8 @@ class run_core {
   void retain(std::shared_ptr<abort_ticket> ticket) noexcept;
 
   backend::native_run* native() const noexcept;
+  /// The native run this core owns (null for a prepared run's): inline, for hints.
+  backend::native_run* own_run() const noexcept { return run_.get(); }
   const xrtio::kernel& kernel() const noexcept { return kernel_; }
   bool leased() const noexcept { return leased_; }
   std::chrono::steady_clock::time_point submitted() const noexcept { return submitted_; }
