@@ -2,9 +2,11 @@
 // allocation (and, on XRT, a command buffer), so in steady state a backend
 // hands out pooled runs and allocates nothing per run.
 //
-// Runs are given back by the reactor thread and taken by the submitting
-// threads. The give side is a lock-free push (the reactor never waits for
-// a submitter); takers share a private list under a mutex that only takers
+// Runs are given back by whichever thread releases them (for asynchronous
+// runs the thread that frees the operation, usually the submitting io
+// thread itself; the reactor for runs it retires) and taken by the
+// submitting threads. The give side is a lock-free push (a giver never
+// waits for a submitter); takers share a private list under a mutex that only takers
 // use, refilled from the given runs with one exchange when it runs dry. With
 // one mutex for both, the reactor's per-run give contended with the io
 // thread's take at many runs in flight (docs/PERFORMANCE.md, "Batched lease
