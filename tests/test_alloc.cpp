@@ -26,8 +26,8 @@ std::atomic<std::uint64_t> g_news{0};
 std::atomic<bool> g_trace{false};
 
 // Armed by a test on its own thread: the n-th allocation from now on this
-// thread throws std::bad_alloc (0: none). Only the throwing operator news
-// below honour it.
+// thread throws std::bad_alloc (0: none). Only the scalar throwing
+// operator news below (plain and aligned) honour it.
 thread_local int t_fail_in = 0;
 
 void maybe_fail() {
@@ -398,5 +398,45 @@ TEST_CASE("async_run: an allocation failing while a run registers with a new con
   MESSAGE("a first async_run on a new io_context threw bad_alloc for each of its first " << threw
                                                                                        << " allocations");
   CHECK(threw >= 2);  // at least the operation and the context's service
+  CHECK(completed_at_once > 0);
+}
+
+TEST_CASE("async_execute: an allocation failing while an execution registers with a new context leaves the prepared run free") {
+  // As above, for a prepared run: the execution marks it in flight before it
+  // registers; freed after a failed registration without clearing that mark,
+  // every later execution would complete with errc::busy.
+  xrtio::runtime rt;
+  auto ctx = xrtio::sim::open();
+  ctx.bind(rt);
+  auto p = xrtio::prepare(ctx.kernel("noop"));
+  int threw = 0, completed_at_once = -1;
+  for (int n = 1; n <= 40 && completed_at_once < 0; ++n) {
+    asio::io_context io;
+    bool failed = false;
+    t_fail_in = n;
+    try {
+      xrtio::async_execute(p, asio::bind_executor(io, [](std::error_code, xrtio::run_result) {}));
+    } catch (const std::bad_alloc&) {
+      failed = true;
+    }
+    t_fail_in = 0;
+    if (failed) {
+      ++threw;
+      io.poll();
+      CHECK(io.stopped());
+      // The next execution, on a context whose registry exists now, runs.
+      asio::io_context io2;
+      std::error_code ec = xrtio::errc::busy;
+      xrtio::async_execute(p, asio::bind_executor(io2, [&](std::error_code e, xrtio::run_result) { ec = e; }));
+      io2.run();
+      CHECK_MESSAGE(!ec, "after allocation " << n << " failed, the next execution gave " << ec.message());
+    } else {
+      io.run();
+      completed_at_once = n;
+    }
+  }
+  MESSAGE("a first async_execute on a new io_context threw bad_alloc for each of its first " << threw
+                                                                                           << " allocations");
+  CHECK(threw >= 2);
   CHECK(completed_at_once > 0);
 }

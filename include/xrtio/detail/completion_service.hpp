@@ -33,8 +33,10 @@ struct completion_registry {
   // lines and allocates nothing.
   std::vector<run_op_base*> table;
   std::vector<std::uint32_t> free_slots;
-  // On a line of their own: the reactor writes `posting` for every batch
-  // it posts, the registering thread writes the table's lock for every op.
+  // Away from the lock and the table: the reactor writes `posting` for
+  // every batch it posts, the registering thread takes the lock for every
+  // op. (shut_down and inline_candidates share posting's line; the latter
+  // changes only for inline-candidate file reads.)
   // Reactor-side uses of pending ops' executors under way (a batch's post,
   // an executor comparison). Counted without the lock: the shutdown marks
   // the ops orphaned, then waits until this is 0 before destroying a

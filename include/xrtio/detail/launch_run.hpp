@@ -56,7 +56,11 @@ void launch_run(Op* op, std::error_code early_error) {
     register_completion(ctx, op);  // may throw: the service's creation, the registry's growth
   } catch (...) {
     // Nowhere yet: freed here, the handler destroyed unrun, the exception
-    // to async_run's caller (Asio's rule for an initiation that throws).
+    // to the initiating call's caller (Asio's rule for an initiation that
+    // throws). release() first: no leases are held yet, but a prepared
+    // run's execution must be marked over, or the prepared run would stay
+    // busy for good.
+    op->core.release();
     op->vt().free(op);
     throw;
   }
