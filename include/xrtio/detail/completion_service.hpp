@@ -30,7 +30,8 @@ struct completion_registry {
   // removed, ops whose lines the reactor had written last
   // (docs/PERFORMANCE.md, "The registry touches no other op"). Freed slots
   // are reused last-in first-out, so a steady load reuses the same few
-  // lines and allocates nothing.
+  // lines and allocates nothing. The table never shrinks: a burst of N
+  // pending runs keeps N slots (12 bytes each) until the context goes.
   std::vector<run_op_base*> table;
   std::vector<std::uint32_t> free_slots;
   // Away from the lock and the table: the reactor writes `posting` for
