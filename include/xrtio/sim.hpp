@@ -119,6 +119,16 @@ struct device_config {
   /// it to the runtime's abort_grace to check that exactly the refused and
   /// overlong aborts were retained (tools/soak).
   std::chrono::nanoseconds long_abort_threshold{0};
+  /// An idle compute unit (nothing queued) watches for the next submission
+  /// this long before it sleeps; one unit at a time. A real device's command
+  /// processor sees a doorbell with no host thread to wake; without the
+  /// watch, a run submitted just after the unit fell asleep pays a futex
+  /// wake-up and a thread switch. The watch spins on a host core, so it is
+  /// off by default: on a host with no core to spare it slows whatever else
+  /// spins there (xrtio's reactor-thread mode at L = 0, C = 1 lost more than
+  /// half its throughput on two cores; docs/PERFORMANCE.md, "The simulated
+  /// device's idle watch"). Counted in device_stats::idle_catches.
+  std::chrono::nanoseconds idle_poll{0};
 };
 
 struct device_stats {
@@ -130,6 +140,9 @@ struct device_stats {
   /// Times a compute unit woke up (its timed sleep ended, or a submission or
   /// a peer woke it): what the device's threads cost the host, per run.
   std::uint64_t wakeups = 0;
+  /// Submissions an idle unit saw while it watched (device_config::idle_poll):
+  /// each a wake-up the device did not need.
+  std::uint64_t idle_catches = 0;
 };
 
 class device;

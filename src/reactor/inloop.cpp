@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "cpu_relax.hpp"
+#include "util/cpu_relax.hpp"
 #include "reactor.hpp"
 #include "xrtio/detail/static_block_pool.hpp"
 

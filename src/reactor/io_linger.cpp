@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "cpu_relax.hpp"
+#include "util/cpu_relax.hpp"
 #include "reactor.hpp"
 #include "spin_policy.hpp"
 #include "xrtio/detail/static_block_pool.hpp"

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "cpu_relax.hpp"
+#include "util/cpu_relax.hpp"
 
 namespace xrtio::detail {
 

@@ -23,6 +23,7 @@ struct sim_setup {
   sim_setup(std::chrono::nanoseconds latency, bool with_runtime, bool inloop = false) {
     xrtio::sim::device_config cfg;
     cfg.latency.fixed = latency;
+    if (g_opts.sim_idle_poll) cfg.idle_poll = *g_opts.sim_idle_poll;
     ctx = named("l:dev", [&] { return xrtio::sim::open(cfg); });
     if (with_runtime) {
       rt = named("l:rx", [&] { return std::make_unique<xrtio::runtime>(runtime_options_for(inloop)); });

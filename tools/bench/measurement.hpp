@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,7 @@ struct result {
 struct bench_opts {
   double warm_s = 0.15, window_s = 1.0;
   xrtio::runtime_options rt;  // --spin-us, --max-poll-us, --no-predict, --trace-capacity, --latency-histograms
+  std::optional<std::chrono::nanoseconds> sim_idle_poll;  // --sim-idle-poll-us; unset: the sim's default
 };
 extern bench_opts g_opts;
 

@@ -56,6 +56,7 @@ void print_usage() {
                "usage: xrtio-bench [--quick] [--repeat N] [--window SECONDS] [--json FILE] [--plot FILE.png]\n"
                "                   [--latencies US,..] [--in-flight C,..] [--contenders NAME,..]\n"
                "                   [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--doze-us US] [--max-poll-us US] [--predict|--no-predict]\n"
+               "                   [--sim-idle-poll-us US]\n"
                "                   [--trace-capacity N] [--latency-histograms]\n"
                "       xrtio-bench --io [--quick] [--repeat N] [--window S] [--warm S] [--json FILE] [--io-dir DIR]\n"
                "                   [--io-size BYTES[K|M|G]] [--io-cases rand4k,seq1m] [--io-cache hot,cold]\n"
@@ -94,6 +95,7 @@ bool parse_one(options& o, int argc, char** argv, int& i) {
   else if (arg("--xrt-delay-us")) o.xrt_delay_us = std::atol(argv[++i]);
   else if (arg("--mkxclbin")) o.mkxclbin = argv[++i];
   else if (arg("--spin-us")) rt.spin_window = std::chrono::microseconds(std::atol(argv[++i]));
+  else if (arg("--sim-idle-poll-us")) o.bench.sim_idle_poll = std::chrono::microseconds(std::atol(argv[++i]));
   else if (arg("--doze-us")) rt.backlog_doze = std::chrono::microseconds(std::atol(argv[++i]));
   else if (!std::strcmp(argv[i], "--no-predict")) rt.predict_completions = false;
   else if (!std::strcmp(argv[i], "--predict")) rt.predict_completions = true;

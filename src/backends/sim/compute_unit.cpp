@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "sim_types.hpp"
+#include "util/cpu_relax.hpp"
 
 namespace xrtio::sim::detail {
 
@@ -21,6 +22,7 @@ void sim_device_impl::compute_unit(cu_slot& self) {
     drain();
     auto now = clock::now();
     if (heap_.empty() || heap_.front().due > now) {
+      if (heap_.empty() && watch_idle(lock)) continue;
       rest(self, lock);
       continue;
     }
@@ -38,6 +40,43 @@ void sim_device_impl::compute_unit(cu_slot& self) {
     execute(r, lock);
     self.executing.store(false);
   }
+}
+
+// Under mutex_ (held by `lock`), with nothing queued: watches, without the
+// mutex, for a submission for up to cfg_.idle_poll, one unit at a time. True
+// if one came (the caller drains it) or the device stops. Meanwhile this unit is awake and not in
+// a kernel, so a submitter leaves the run in the inbox and wakes no one
+// (looked_after); the watch looks at the inbox and, for the submissions that
+// go straight to the queue under the mutex (fault rules), at their count.
+// (Not at the count of runs started: that moves before the submitter takes
+// the mutex, so the watcher could look again, see nothing queued and watch
+// out its window while the run waited in the queue.) A run submitted a little after the unit went idle is then
+// taken without a futex wake-up and a thread switch: at L = 0, C = 1 a
+// resubmission in a microsecond or two otherwise raced the unit into its
+// sleep (docs/PERFORMANCE.md, "The simulated device's idle watch").
+bool sim_device_impl::watch_idle(std::unique_lock<std::mutex>& lock) {
+  if (cfg_.idle_poll.count() <= 0 || watching_) return false;
+  watching_ = true;
+  auto base = locked_pushes_.load(std::memory_order_relaxed);
+  lock.unlock();
+  auto until = clock::now() + cfg_.idle_poll;
+  bool came = false;
+  for (unsigned spins = 0;; ++spins) {
+    if (!inbox_.empty() || locked_pushes_.load(std::memory_order_relaxed) != base) {
+      came = true;
+      break;
+    }
+    if (halting_.load(std::memory_order_relaxed)) break;
+    // The clock every 16 looks: a read of it costs more than one look.
+    if ((spins & 15) == 15 && clock::now() >= until) break;
+    xrtio::detail::cpu_relax();
+  }
+  lock.lock();
+  watching_ = false;
+  if (came) ++stats_.idle_catches;
+  // Stopping: back to the loop's test. rest() would wait for a notification
+  // the destructor sent while this unit watched without the mutex.
+  return came || stopping_;
 }
 
 // Under mutex_ (held by `lock`). Sleeps until the earliest queued run is due,

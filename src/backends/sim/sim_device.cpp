@@ -32,6 +32,7 @@ sim_device_impl::~sim_device_impl() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    halting_.store(true, std::memory_order_relaxed);
     for (auto* r : executing_list_) r->stop_.store(true);
   }
   for (auto& cu : cus_) cu->cv.notify_one();
@@ -145,6 +146,7 @@ void sim_device_impl::submit_locked(sim_run* r, std::uint64_t number) {
   }
   r->due_ = clock::now() + run_latency(cfg_.latency, r->bytes_, r->number_);
   push(r);
+  locked_pushes_.fetch_add(1, std::memory_order_relaxed);  // a watching unit looks at this (watch_idle)
   wake_for(r->due_, lock);
 }
 

@@ -221,6 +221,7 @@ class sim_device_impl final : public device {
 
   // The compute units (compute_unit.cpp).
   void compute_unit(cu_slot& self);
+  bool watch_idle(std::unique_lock<std::mutex>& lock);
   void rest(cu_slot& self, std::unique_lock<std::mutex>& lock);
   void keep_standby(const cu_slot& self);
   bool divert_faulted(sim_run* r, clock::time_point now);
@@ -245,6 +246,9 @@ class sim_device_impl final : public device {
   std::atomic<bool> signaled_{false};     // event fd written and not yet consumed
   std::atomic<std::uint64_t> completions_{1};  // grows with each final state (completion_count)
   bool stopping_ = false;
+  bool watching_ = false;              // a unit watches for submissions (watch_idle), under mutex_
+  std::atomic<bool> halting_{false};   // stopping_, for the watcher, which holds no mutex
+  std::atomic<std::uint64_t> locked_pushes_{0};  // submissions queued under mutex_ (fault rules), for the watcher
   int efd_ = -1;
 };
 

@@ -1,4 +1,4 @@
-// The CPU's spin-wait hint, for the reactor's busy-poll loops.
+// The CPU's spin-wait hint, for busy-poll loops (the reactor's, the simulated device's idle watch).
 #pragma once
 
 namespace xrtio::detail {
