@@ -37,8 +37,7 @@ void sim_device_impl::compute_unit(cu_slot& self) {
       drain();
       keep_standby(self);
     }
-    execute(r, lock);
-    self.executing.store(false);
+    execute(self, r, lock);
   }
 }
 
@@ -162,7 +161,15 @@ bool sim_device_impl::divert_faulted(sim_run* r, clock::time_point now) {
 
 // Runs the kernel without the lock; a kernel that throws or calls fail() ends
 // in ERROR, one stopped by an abort in ABORT, one on a lost device in NORESPONSE.
-void sim_device_impl::execute(sim_run* r, std::unique_lock<std::mutex>& lock) {
+// The unit is out of the kernel (`executing` false) before the run's final
+// state is published: a submitter that saw the state and submitted at once
+// (a loop polling its run) found the unit still marked in a kernel, took the
+// device mutex (held here) and woke the other unit, a futex wake-up per run
+// (docs/PERFORMANCE.md, "The simulated device's idle watch"). Under the
+// mutex and back in the loop next, this unit drains the inbox before it
+// sleeps or runs a kernel, as looked_after() assumes of a unit awake and
+// not in a kernel.
+void sim_device_impl::execute(cu_slot& self, sim_run* r, std::unique_lock<std::mutex>& lock) {
   set_running(r);
   r->executing_ = true;
   executing_list_.push_back(r);
@@ -175,6 +182,7 @@ void sim_device_impl::execute(sim_run* r, std::unique_lock<std::mutex>& lock) {
     threw = true;
   }
   lock.lock();
+  self.executing.store(false);
   r->executing_ = false;
   executing_list_.erase(std::remove(executing_list_.begin(), executing_list_.end(), r), executing_list_.end());
   if (r->lost_) finish(r, run_state::no_response);

@@ -225,7 +225,7 @@ class sim_device_impl final : public device {
   void rest(cu_slot& self, std::unique_lock<std::mutex>& lock);
   void keep_standby(const cu_slot& self);
   bool divert_faulted(sim_run* r, clock::time_point now);
-  void execute(sim_run* r, std::unique_lock<std::mutex>& lock);
+  void execute(cu_slot& self, sim_run* r, std::unique_lock<std::mutex>& lock);
 
   device_config cfg_;
   std::map<std::string, std::shared_ptr<sim_kernel>> kernels_;
