@@ -288,6 +288,42 @@ TEST_CASE("inloop: io.stop() ends xrtio::run, and the runtime destructor complet
   CHECK(got == xrtio::errc::shut_down);
 }
 
+TEST_CASE("inloop: while the driver spins on a run in flight, handlers posted and io.stop() from other threads are seen") {
+  // A spin of 10 s on a hung run keeps the driver in passes that find
+  // nothing throughout (it never blocks, where io.run_one() would run the
+  // handler anyway), so a driver that stopped polling the io_context while
+  // it spins (tried for speed: docs/PERFORMANCE.md, "Tried and dropped: the
+  // in-loop driver's quiet passes") runs neither the posted handler nor
+  // sees the stop before the spin ends.
+  auto opts = inloop_options();
+  opts.inloop_spin = 10s;
+  asio::io_context io;
+  std::atomic<bool> ran{false};
+  std::error_code got;
+  {
+    fixture f(hang_vadd(), opts);
+    auto v = rtest::make_vadd(f.ctx);
+    xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a), xrtio::in(v.b), xrtio::out(v.c), v.n,
+                     asio::bind_executor(io, [&](std::error_code ec, auto) { got = ec; }));
+    std::thread other([&] {
+      std::this_thread::sleep_for(20ms);  // the driver is spinning by now
+      asio::post(io, [&] { ran = true; });
+      while (!ran.load()) std::this_thread::yield();
+      std::this_thread::sleep_for(20ms);
+      io.stop();
+    });
+    auto began = std::chrono::steady_clock::now();
+    xrtio::run(io, f.rt);
+    auto took = std::chrono::steady_clock::now() - began;
+    other.join();
+    CHECK(ran.load());
+    CHECK(took < 5s);  // not the spin's 10 s: the stop was seen while spinning
+  }
+  io.restart();
+  io.run();
+  CHECK(got == xrtio::errc::shut_down);
+}
+
 TEST_CASE("inloop: xrtio::run refuses a runtime with its own reactor thread, and a second driver") {
   asio::io_context io;
   xrtio::runtime threaded;
