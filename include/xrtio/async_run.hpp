@@ -18,13 +18,17 @@ namespace xrtio {
 namespace detail {
 
 struct initiate_run {
-  template <class Handler, class... Args>
-  void operator()(Handler&& h, const xrtio::kernel& k, const run_options& o, Args&&... args) const {
+  // The kernel is forwarded: a token that stores the initiation's arguments
+  // and passes them on as rvalues (use_awaitable does) hands its copy
+  // to the op, which saves a reference count's increment and decrement per
+  // run (docs/PERFORMANCE.md, "The kernel moves into the operation").
+  template <class Handler, class K, class... Args>
+  void operator()(Handler&& h, K&& k, const run_options& o, Args&&... args) const {
     constexpr std::size_t ns = sizeof...(Args);
     constexpr std::size_t nr = buffer_arg_count<std::decay_t<Args>...>();
     using op_t = run_op<std::decay_t<Handler>, ns, nr>;
     auto rx = reactor_for(k, o);
-    op_t* op = op_t::create(std::move(h), k);
+    op_t* op = op_t::create(std::move(h), std::forward<K>(k));
     op->rx = std::move(rx);
     std::size_t i = 0;
     (to_slot(op->slots()[i++], std::forward<Args>(args)), ...);
