@@ -305,7 +305,7 @@ TEST_CASE("inloop: while the driver spins on a run in flight, handlers posted an
     auto v = rtest::make_vadd(f.ctx);
     xrtio::async_run(f.ctx.kernel("vadd"), xrtio::in(v.a), xrtio::in(v.b), xrtio::out(v.c), v.n,
                      asio::bind_executor(io, [&](std::error_code ec, auto) { got = ec; }));
-    std::thread other([&] {
+    std::jthread other([&] {  // joined however the test leaves this scope
       std::this_thread::sleep_for(20ms);  // the driver is spinning by now
       asio::post(io, [&] { ran = true; });
       while (!ran.load()) std::this_thread::yield();
@@ -315,7 +315,7 @@ TEST_CASE("inloop: while the driver spins on a run in flight, handlers posted an
     auto began = std::chrono::steady_clock::now();
     xrtio::run(io, f.rt);
     auto took = std::chrono::steady_clock::now() - began;
-    other.join();
+    other.join();  // before ran is read
     CHECK(ran.load());
     CHECK(took < 5s);  // not the spin's 10 s: the stop was seen while spinning
   }

@@ -140,8 +140,9 @@ struct device_stats {
   /// Times a compute unit woke up (its timed sleep ended, or a submission or
   /// a peer woke it): what the device's threads cost the host, per run.
   std::uint64_t wakeups = 0;
-  /// Submissions an idle unit saw while it watched (device_config::idle_poll):
-  /// each a wake-up the device did not need.
+  /// Watches (device_config::idle_poll) that ended because work came, not
+  /// because the window ran out: each one a sleep and a wake-up the device
+  /// did without (one may cover several runs).
   std::uint64_t idle_catches = 0;
 };
 

@@ -43,25 +43,27 @@ void sim_device_impl::compute_unit(cu_slot& self) {
 
 // Under mutex_ (held by `lock`), with nothing queued: watches, without the
 // mutex, for a submission for up to cfg_.idle_poll, one unit at a time. True
-// if one came (the caller drains it) or the device stops. Meanwhile this unit is awake and not in
-// a kernel, so a submitter leaves the run in the inbox and wakes no one
-// (looked_after); the watch looks at the inbox and, for the submissions that
-// go straight to the queue under the mutex (fault rules), at their count.
-// (Not at the count of runs started: that moves before the submitter takes
-// the mutex, so the watcher could look again, see nothing queued and watch
-// out its window while the run waited in the queue.) A run submitted a little after the unit went idle is then
-// taken without a futex wake-up and a thread switch: at L = 0, C = 1 a
-// resubmission in a microsecond or two otherwise raced the unit into its
-// sleep (docs/PERFORMANCE.md, "The simulated device's idle watch").
+// if one came (the caller drains it) or the device stops. Meanwhile this
+// unit is awake and not in a kernel, so a submitter leaves the run in the
+// inbox and wakes no one (looked_after), and the other unit leaves queued
+// runs to this one (keep_standby). So the watch looks at the inbox and at
+// the count of runs queued meanwhile by whoever holds the mutex (push),
+// not at the count of runs started: that moves before a submitter under
+// fault rules takes the mutex, so a watcher that looked again in between
+// watched out its window with the run queued. A run submitted a little
+// after the unit went idle is then taken without a futex wake-up and a
+// thread switch: at L = 0, C = 1 a resubmission in a microsecond or two
+// otherwise raced the unit into its sleep (docs/PERFORMANCE.md, "The
+// simulated device's idle watch").
 bool sim_device_impl::watch_idle(std::unique_lock<std::mutex>& lock) {
   if (cfg_.idle_poll.count() <= 0 || watching_) return false;
   watching_ = true;
-  auto base = locked_pushes_.load(std::memory_order_relaxed);
+  auto base = queue_pushes_.load(std::memory_order_relaxed);
   lock.unlock();
   auto until = clock::now() + cfg_.idle_poll;
   bool came = false;
   for (unsigned spins = 0;; ++spins) {
-    if (!inbox_.empty() || locked_pushes_.load(std::memory_order_relaxed) != base) {
+    if (!inbox_.empty() || queue_pushes_.load(std::memory_order_relaxed) != base) {
       came = true;
       break;
     }

@@ -146,7 +146,6 @@ void sim_device_impl::submit_locked(sim_run* r, std::uint64_t number) {
   }
   r->due_ = clock::now() + run_latency(cfg_.latency, r->bytes_, r->number_);
   push(r);
-  locked_pushes_.fetch_add(1, std::memory_order_relaxed);  // a watching unit looks at this (watch_idle)
   wake_for(r->due_, lock);
 }
 
@@ -253,7 +252,17 @@ void sim_device_impl::wake_for(clock::time_point due, std::unique_lock<std::mute
   pick->cv.notify_one();
 }
 
+// Under mutex_. While a unit watches (watch_idle), every run queued counts:
+// the watcher holds no mutex and looks at the inbox and this count, and the
+// others take it for a unit that looks at the queue (looked_after,
+// keep_standby). Runs reach the queue from the inbox drained by another
+// holder of the mutex (an abort, a submitter that wakes a unit, the other
+// unit), from a submission under the mutex (fault rules) and from a timed
+// hang queued again; a watch that saw only the inbox and the locked
+// submissions left such a run queued until its window ran out (found by a
+// review; no test here reproduces the interleaving).
 void sim_device_impl::push(sim_run* r) {
+  if (watching_) queue_pushes_.store(queue_pushes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   r->in_queue_ = true;
   heap_.push_back({r->due_, r});
   std::push_heap(heap_.begin(), heap_.end(), later);

@@ -248,7 +248,7 @@ class sim_device_impl final : public device {
   bool stopping_ = false;
   bool watching_ = false;              // a unit watches for submissions (watch_idle), under mutex_
   std::atomic<bool> halting_{false};   // stopping_, for the watcher, which holds no mutex
-  std::atomic<std::uint64_t> locked_pushes_{0};  // submissions queued under mutex_ (fault rules), for the watcher
+  std::atomic<std::uint64_t> queue_pushes_{0};  // runs queued while a unit watched (push), for the watcher
   int efd_ = -1;
 };
 
