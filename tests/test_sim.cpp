@@ -56,6 +56,15 @@ sim::device_config with_fault(sim::fault_rule r) {
   return c;
 }
 
+// Two units whose idle one watches for 10 s (device_config::idle_poll): no
+// run in these tests comes after the window closed.
+sim::device_config watching_device() {
+  sim::device_config c;
+  c.compute_units = 2;
+  c.idle_poll = 10s;
+  return c;
+}
+
 // Polls until `pred` or `limit` passes.
 template <class P>
 bool eventually(P&& pred, std::chrono::milliseconds limit = 5000ms) {
@@ -372,9 +381,7 @@ TEST_CASE("sim: an idle unit that watches (idle_poll) takes each next run withou
   // the run in the inbox and wakes no one; the watcher takes it. The window
   // is 10 s so that no run here arrives after it closed (then the watcher
   // sleeps and the next submission wakes it, as with idle_poll = 0).
-  sim::device_config cfg;
-  cfg.compute_units = 2;
-  cfg.idle_poll = 10s;
+  auto cfg = watching_device();
   auto began = clk::now();
   {
     auto ctx = sim::open(cfg);
@@ -402,9 +409,7 @@ TEST_CASE("sim: a device whose units watch (idle_poll) stops at once, whenever i
   // sleep: there the notification had already gone and the unit slept for
   // good (the bench hung in ~sim_device_impl's join). Devices made and
   // destroyed in a row, some idle, some just after a run.
-  sim::device_config cfg;
-  cfg.compute_units = 2;
-  cfg.idle_poll = 10s;
+  auto cfg = watching_device();
   auto began = clk::now();
   for (int i = 0; i < 100; ++i) {
     auto ctx = sim::open(cfg);
@@ -421,9 +426,7 @@ TEST_CASE("sim: a run submitted the moment the last one is seen final wakes no u
   // other unit, once per run. The unit is now out of the kernel before the
   // state is published, so the submitter sees it awake (watching, here, for
   // 10 s) and leaves the run in the inbox.
-  sim::device_config cfg;
-  cfg.compute_units = 2;
-  cfg.idle_poll = 10s;
+  auto cfg = watching_device();
   auto ctx = sim::open(cfg);
   auto k = ctx.kernel("noop");
   constexpr int runs = 2000;
@@ -445,9 +448,7 @@ TEST_CASE("sim: a watching unit takes runs that fault rules send straight to the
   // not through the inbox; the watcher sees their count move.
   // A watcher that looked at the inbox only would leave each run until its
   // window (10 s) closed: the waits here give up after 5 s.
-  sim::device_config cfg;
-  cfg.compute_units = 2;
-  cfg.idle_poll = 10s;
+  auto cfg = watching_device();
   cfg.faults.push_back({"", 1000000, sim::fault::fail, {}, {}});  // never reached: only makes the submissions locked
   auto ctx = sim::open(cfg);
   auto k = ctx.kernel("noop");
