@@ -70,7 +70,12 @@ void reactor::push(run_op_base* op) noexcept {
 // thread (never inline: through the handlers' executors). Runs that reached
 // the device are retained, as the thread's own drain does.
 void reactor::complete_orphans() noexcept {
-  for (run_op_base* fifo = incoming_.take_all_fifo(); fifo;) {
+  run_op_base* taken;
+  {
+    std::lock_guard lock(orphans_mutex_);
+    taken = incoming_.take_all_fifo();
+  }
+  for (run_op_base* fifo = taken; fifo;) {
     auto* op = fifo;
     fifo = fifo->next;
     if (op->file_io && op->ph != run_op_base::phase::finished) {
@@ -268,27 +273,40 @@ void reactor::to_device(run_op_base* op) noexcept {
 }
 
 void reactor::intake() noexcept {
+  incoming_.take_all(
+      [](run_op_base* op) noexcept {
+        // The lines admit() and to_device() read or write: the run's first
+        // two (kernel, submission time), the phase and file_io, the
+        // prediction and the list link.
+        auto* p = reinterpret_cast<const char*>(op);
+        __builtin_prefetch(p, 0);
+        __builtin_prefetch(p + 64, 0);
+        __builtin_prefetch(&op->ph, 0);
+        __builtin_prefetch(&op->next, 1);
+      },
+      [this](run_op_base* op) noexcept { admit(op); });
+}
+
+// A run taken from incoming_: to the device, to the lease queue, or (rejected
+// at submission) to the completions.
+void reactor::admit(run_op_base* op) noexcept {
   using rc = reactor_counters;
-  for (run_op_base* fifo = incoming_.take_all_fifo(); fifo;) {
-    auto* op = fifo;
-    fifo = fifo->next;
-    switch (op->ph) {
-      case run_op_base::phase::finished:  // rejected at submission
-        rc::bump(counters_.failed);
-        done_.push_back(op);
-        break;
-      case run_op_base::phase::waiting:
-        rc::bump(counters_.submitted);
-        rc::bump(counters_.in_flight);
-        waiting_.push_back(op);
-        retry_pending_.store(true, std::memory_order_relaxed);  // a release may have come first
-        break;
-      default:
-        rc::bump(counters_.submitted);
-        rc::bump(counters_.in_flight);
-        to_device(op);
-        break;
-    }
+  switch (op->ph) {
+    case run_op_base::phase::finished:  // rejected at submission
+      rc::bump(counters_.failed);
+      done_.push_back(op);
+      break;
+    case run_op_base::phase::waiting:
+      rc::bump(counters_.submitted);
+      rc::bump(counters_.in_flight);
+      waiting_.push_back(op);
+      retry_pending_.store(true, std::memory_order_relaxed);  // a release may have come first
+      break;
+    default:
+      rc::bump(counters_.submitted);
+      rc::bump(counters_.in_flight);
+      to_device(op);
+      break;
   }
 }
 

@@ -22,7 +22,7 @@
 #include "reactor_counters.hpp"
 #include "resubmit_policy.hpp"
 #include "spin_policy.hpp"
-#include "util/atomic_intrusive_stack.hpp"
+#include "intake_queue.hpp"
 #include "util/intrusive_queue.hpp"
 #include "util/saturating_deadline.hpp"
 #include "wait_primitive.hpp"
@@ -128,6 +128,7 @@ class reactor final : public access_listener {
   pass_result pass(clock::time_point now) noexcept;
   void push(run_op_base* op) noexcept;
   void complete_orphans() noexcept;
+  void admit(run_op_base* op) noexcept;
   void wake() noexcept;
   void raise(std::atomic<bool>& flag) noexcept;
   void announce_sleep() noexcept;
@@ -208,10 +209,13 @@ class reactor final : public access_listener {
   // when tracing or keeping latency histograms (runtime_options).
   std::unique_ptr<run_observer> observer_ = run_observer::make(opts_);
   trace_ring* const trace_ = observer_ ? observer_->trace() : nullptr;
-  // Any thread. Every submission writes incoming_ and reads sleeping_: a
-  // cache line of their own, which the loop only reads on its passes.
-  alignas(64) atomic_intrusive_stack<run_op_base, &run_op_base::next> incoming_;
-  std::atomic<bool> sleeping_{false};
+  // Any thread. Every submission writes incoming_ and reads sleeping_; the
+  // loop reads sleeping_'s line only on its passes.
+  intake_queue<run_op_base, &run_op_base::next, &run_op_base::intake_pos> incoming_;
+  // Takers of incoming_ once the loop has stopped (stopped_): its last
+  // intake and late submitters' complete_orphans(), which may overlap.
+  std::mutex orphans_mutex_;
+  alignas(64) std::atomic<bool> sleeping_{false};
   std::atomic<bool> wake_pending_{false};
   // resubmit_.short_runs() as of the last pass that completed runs, for
   // submitters (io_linger.cpp); written only when it changes. Reactor-thread

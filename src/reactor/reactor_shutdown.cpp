@@ -53,11 +53,22 @@ reactor::shutdown_step reactor::shutdown_progress(clock::time_point now) noexcep
 // on (stopped_); what raced in before that is completed now.
 void reactor::drain_after_stop() noexcept {
   stopped_.store(true, std::memory_order_seq_cst);
-  // push() reads stopped_ after its CAS; intake's exchange is only acquire,
-  // so the fence puts this store before it for every seq_cst reader (and
-  // under qemu-user keeps the store from passing the exchange's load).
+  // push() reads stopped_ after publishing; intake's loads are only
+  // acquire, so the fence puts this store before them for every seq_cst
+  // reader (and under qemu-user keeps the store from passing those loads).
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  intake();
+  // From here late submitters take from incoming_ too (complete_orphans):
+  // one taker at a time, and runs handled outside the lock.
+  run_op_base* taken;
+  {
+    std::lock_guard lock(orphans_mutex_);
+    taken = incoming_.take_all_fifo();
+  }
+  while (taken) {
+    auto* op = taken;
+    taken = op->next;
+    admit(op);
+  }
   while (auto* op = device_.pop_front()) {  // started by a submitter racing the shutdown
     leave_device(op);
     retain(op);

@@ -19,6 +19,9 @@ class atomic_intrusive_stack {
     while (!head_.compare_exchange_weak(head, n, std::memory_order_seq_cst, std::memory_order_relaxed));
   }
   bool empty() const noexcept { return head_.load(std::memory_order_seq_cst) == nullptr; }
+  /// A hint for any thread, without ordering: a pusher sees its own pushes
+  /// that were not taken since; a taker may see an empty stack late.
+  bool empty_relaxed() const noexcept { return head_.load(std::memory_order_relaxed) == nullptr; }
   /// Everything pushed so far, oldest first, null-terminated. Any thread may
   /// take (the exchange hands each node to exactly one taker); in the
   /// reactor only its thread does, except after it ended.

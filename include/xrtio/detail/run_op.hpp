@@ -92,6 +92,10 @@ class run_op_base {
   std::atomic<unsigned> cancel_bits{0};
   std::atomic<int> life{pending};
   phase ph = phase::on_device;
+  // A file transfer (file_op_base) rather than a kernel run: the reactor
+  // performs it on its file engine instead of a device. Beside the phase:
+  // the reactor's intake reads both (and fetches their line ahead).
+  bool file_io = false;
   abort_reason reason = abort_reason::none;
   access_waiter waiter{};
   std::shared_ptr<abort_ticket> ticket;
@@ -115,14 +119,12 @@ class run_op_base {
   // lateness (resubmit_policy).
   std::chrono::steady_clock::time_point seen_running{};
   run_op_base* next = nullptr;        // reactor lists
+  std::uint64_t intake_pos = 0;      // the reactor's intake: its place when the ring was full
   run_op_base* batch_next = nullptr;  // completion batches
   std::shared_ptr<completion_registry> registry;
   std::uint32_t reg_slot = 0;          // its slot in the registry's table, while registered
   run_op_base* reg_next = nullptr;     // the registry's shutdown: its orphans
 
-  // A file transfer (file_op_base) rather than a kernel run: the reactor
-  // performs it on its file engine instead of a device.
-  bool file_io = false;
   // A read the caller's thread may do at once from the page cache (buffered,
   // not a stream, 1 byte to file_options::inline_read_limit), set at
   // initiation; while registered it counts in its registry's
