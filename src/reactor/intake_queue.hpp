@@ -20,7 +20,7 @@
 
 namespace xrtio::detail {
 
-template <class T, T* T::*Next, std::uint64_t T::*Pos, std::size_t N = 1024>
+template <class T, T* T::*Next, std::uint64_t T::*Pos, std::size_t N = 4096>
 class intake_queue {
   static_assert(N >= 64 && (N & (N - 1)) == 0, "a power of two");
 
@@ -59,6 +59,14 @@ class intake_queue {
     return slots_[next_ & (N - 1)].load(std::memory_order_seq_cst) == nullptr && overflow_.empty();
   }
 
+  /// The consumer. Everything claimed has been taken: unlike empty(), a
+  /// slot claimed and not yet published (and the runs behind it) counts.
+  /// For the loop's exit, which must not leave a run pushed before it began
+  /// shutting down to the late submitter who will publish it.
+  bool settled() const noexcept {
+    return tail_.load(std::memory_order_seq_cst) == next_ && pending_ == nullptr && overflow_.empty();
+  }
+
   /// The consumer: calls take(p) for every run pushed so far, in push order
   /// for each pushing thread. Up to `batch` runs at a time are read from the
   /// ring and given to prefetch(p) first, then handed to take(). take() may
@@ -77,6 +85,7 @@ class intake_queue {
       p->*Next = nullptr;
       *pending_last_ = p;
       pending_last_ = &(p->*Next);
+      if (p->*Pos < pending_min_) pending_min_ = p->*Pos;
     }
     constexpr std::size_t batch = 32;
     std::array<T*, batch> got;
@@ -96,13 +105,13 @@ class intake_queue {
         head_.store(next_, std::memory_order_release);
       }
       for (std::size_t i = 0; i < n; ++i) {
-        if (pending_) [[unlikely]]
+        if (base + i >= pending_min_) [[unlikely]]
           take_pending(base + i, take);
         take(got[i]);
       }
       if (n < batch) break;
     }
-    if (pending_) take_pending(next_, take);
+    if (next_ >= pending_min_) take_pending(next_, take);
   }
 
   /// The consumer: everything take_all would give, linked through Next in
@@ -132,20 +141,26 @@ class intake_queue {
   // Runs from the stack whose place is at or before ring position `at`, in
   // the stack's order (each thread's in its push order, with places that
   // never decrease), so a thread's runs keep their order.
+  // Called only once `at` reaches the smallest place among them, so the
+  // list is walked once per place reached, not once per run taken.
   template <class Take>
   void take_pending(std::uint64_t at, Take& take) noexcept {
     T** link = &pending_;
     pending_last_ = &pending_;
+    pending_min_ = no_place;
     while (T* p = *link) {
       if (p->*Pos <= at) {
         *link = p->*Next;
         take(p);
       } else {
+        if (p->*Pos < pending_min_) pending_min_ = p->*Pos;
         link = &(p->*Next);
         pending_last_ = link;
       }
     }
   }
+
+  static constexpr std::uint64_t no_place = ~std::uint64_t(0);
 
   // Producers: tail_ on a line of its own (one pushing thread keeps it),
   // head_ on another (written once per batch taken, read by each push).
@@ -158,6 +173,7 @@ class intake_queue {
   alignas(64) std::uint64_t next_ = 0;
   T* pending_ = nullptr;
   T** pending_last_ = &pending_;
+  std::uint64_t pending_min_ = no_place;  // the smallest place in pending_
   alignas(64) atomic_intrusive_stack<T, Next> overflow_;
   alignas(64) std::array<std::atomic<T*>, N> slots_{};
 };

@@ -37,7 +37,11 @@ void reactor::enter_shutdown(clock::time_point now) noexcept {
 }
 
 reactor::shutdown_step reactor::shutdown_progress(clock::time_point now) noexcept {
-  if (device_.empty() && waiting_.empty() && incoming_.empty() && files_.empty()) return shutdown_step::exit;
+  // settled(), not empty(): a run whose slot is claimed but not yet
+  // published is waited for (its submitter is between two instructions),
+  // so that it is aborted within the grace period like the others rather
+  // than retained by complete_orphans() after the loop ended.
+  if (device_.empty() && waiting_.empty() && incoming_.settled() && files_.empty()) return shutdown_step::exit;
   if (now < shutdown_deadline_) return shutdown_step::go_on;
   // Past the grace period: keep what the device still holds.
   while (auto* op = device_.pop_front()) {
