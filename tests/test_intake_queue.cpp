@@ -90,6 +90,46 @@ TEST_CASE("intake queue: a run pushed while the ring drains comes out after the 
   CHECK(out == iota(0, 80));
 }
 
+// A submitter preempted between claiming its slot and publishing it: the
+// consumer must stop there (what follows is someone's later run), empty()
+// reads true (the claimer wakes the loop after publishing), settled() false
+// (the loop's exit during shutdown waits for it).
+TEST_CASE("intake queue: a slot claimed and not yet published holds back the runs after it until it is published") {
+  small_queue q;
+  std::vector<node> nodes(3);
+  for (int i = 0; i < 3; ++i) nodes[i].seq = i;
+  auto slot = q.claim(&nodes[0]);
+  REQUIRE(slot != small_queue::no_place);
+  q.push(&nodes[1]);
+  q.push(&nodes[2]);
+  CHECK(take_seqs(q).empty());
+  CHECK(q.empty());
+  CHECK_FALSE(q.settled());
+  q.publish(slot, &nodes[0]);
+  CHECK_FALSE(q.empty());
+  CHECK(take_seqs(q) == iota(0, 3));
+  CHECK(q.empty());
+  CHECK(q.settled());
+}
+
+// The runs that went to the stack while the ring was full wait for their
+// place: here behind a claimed slot at the ring's head. Taken as soon as the
+// stack is read, they would come out ahead of the 64 runs before them.
+TEST_CASE("intake queue: runs in the stack wait for the claimed slot before their place") {
+  small_queue q;
+  std::vector<node> nodes(70);
+  for (int i = 0; i < 70; ++i) nodes[i].seq = i;
+  auto slot = q.claim(&nodes[0]);
+  for (int i = 1; i < 64; ++i) q.push(&nodes[i]);  // the ring is full
+  for (int i = 64; i < 70; ++i) q.push(&nodes[i]);  // to the stack, places at 64
+  CHECK(take_seqs(q).empty());                     // the stack is taken, its runs wait
+  CHECK(q.empty());
+  CHECK_FALSE(q.settled());
+  q.publish(slot, &nodes[0]);
+  CHECK(take_seqs(q) == iota(0, 70));
+  CHECK(q.settled());
+}
+
 TEST_CASE("intake queue: take_all_fifo links everything in push order") {
   small_queue q;
   std::vector<node> nodes(100);

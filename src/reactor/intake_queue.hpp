@@ -32,6 +32,14 @@ class intake_queue {
   /// store: qemu-user 7.2 lets a seq_cst store pass a later seq_cst load
   /// (reactor::announce_sleep), but not an RMW.
   void push(T* n) noexcept {
+    if (auto i = claim(n); i != no_place) publish(i, n);
+  }
+
+  /// push() in its two steps, apart for tests that need a slot claimed and
+  /// not yet published (a submitter preempted between them). claim()
+  /// returns the ring index claimed for n, or no_place after it pushed n
+  /// onto the stack.
+  std::uint64_t claim(T* n) noexcept {
     std::uint64_t t = tail_.load(std::memory_order_relaxed);
     // Behind this thread's own runs in the stack while any are there: the
     // consumer may be reading the ring past their places before it takes
@@ -47,8 +55,11 @@ class intake_queue {
       if (static_cast<std::int64_t>(t - head_.load(std::memory_order_acquire)) >= static_cast<std::int64_t>(N))
         return to_stack(n, t);
     } while (!tail_.compare_exchange_weak(t, t + 1, std::memory_order_relaxed, std::memory_order_relaxed));
-    slots_[t & (N - 1)].exchange(n, std::memory_order_seq_cst);
+    return t;
   }
+  void publish(std::uint64_t index, T* n) noexcept { slots_[index & (N - 1)].exchange(n, std::memory_order_seq_cst); }
+
+  static constexpr std::uint64_t no_place = ~std::uint64_t(0);
 
   /// The consumer. Nothing to take: the next slot is not published and the
   /// stack is empty. A slot claimed and not yet published reads as empty;
@@ -133,9 +144,10 @@ class intake_queue {
   // t: a tail this thread read after its last claim. Its place in the
   // ring's order: after every slot this thread claimed, before any it
   // claims later (tail_ only grows).
-  void to_stack(T* n, std::uint64_t t) noexcept {
+  std::uint64_t to_stack(T* n, std::uint64_t t) noexcept {
     n->*Pos = t;
     overflow_.push(n);
+    return no_place;
   }
 
   // Runs from the stack whose place is at or before ring position `at`, in
@@ -159,8 +171,6 @@ class intake_queue {
       }
     }
   }
-
-  static constexpr std::uint64_t no_place = ~std::uint64_t(0);
 
   // Producers: tail_ on a line of its own (one pushing thread keeps it),
   // head_ on another (written once per batch taken, read by each push).
