@@ -70,12 +70,7 @@ void reactor::push(run_op_base* op) noexcept {
 // thread (never inline: through the handlers' executors). Runs that reached
 // the device are retained, as the thread's own drain does.
 void reactor::complete_orphans() noexcept {
-  run_op_base* taken;
-  {
-    std::lock_guard lock(orphans_mutex_);
-    taken = incoming_.take_all_fifo();
-  }
-  for (run_op_base* fifo = taken; fifo;) {
+  for (run_op_base* fifo = take_after_stop(); fifo;) {
     auto* op = fifo;
     fifo = fifo->next;
     if (op->file_io && op->ph != run_op_base::phase::finished) {

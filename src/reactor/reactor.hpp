@@ -128,6 +128,7 @@ class reactor final : public access_listener {
   pass_result pass(clock::time_point now) noexcept;
   void push(run_op_base* op) noexcept;
   void complete_orphans() noexcept;
+  run_op_base* take_after_stop() noexcept;
   void admit(run_op_base* op) noexcept;
   void wake() noexcept;
   void raise(std::atomic<bool>& flag) noexcept;

@@ -37,12 +37,16 @@ void reactor::enter_shutdown(clock::time_point now) noexcept {
 }
 
 reactor::shutdown_step reactor::shutdown_progress(clock::time_point now) noexcept {
-  // settled(), not empty(): a run whose slot is claimed but not yet
-  // published is waited for (its submitter is between two instructions),
-  // so that it is aborted within the grace period like the others rather
-  // than retained by complete_orphans() after the loop ended.
-  if (device_.empty() && waiting_.empty() && incoming_.settled() && files_.empty()) return shutdown_step::exit;
-  if (now < shutdown_deadline_) return shutdown_step::go_on;
+  // Within the grace period settled(), not empty(): a run whose slot is
+  // claimed but not yet published is waited for (its submitter is between
+  // two instructions), so that it is aborted in time like the others rather
+  // than retained by complete_orphans() after the loop ended. Past it,
+  // empty(): the loop would otherwise spin ("again") until that submitter
+  // got the CPU back; its run is then kept, as the device's are below.
+  const bool in_time = now < shutdown_deadline_;
+  const bool taken = in_time ? incoming_.settled() : incoming_.empty();
+  if (device_.empty() && waiting_.empty() && taken && files_.empty()) return shutdown_step::exit;
+  if (in_time) return shutdown_step::go_on;
   // Past the grace period: keep what the device still holds.
   while (auto* op = device_.pop_front()) {
     leave_device(op);
@@ -53,6 +57,14 @@ reactor::shutdown_step reactor::shutdown_progress(clock::time_point now) noexcep
   return shutdown_step::again;
 }
 
+// From stopped_ on, late submitters take from incoming_ too
+// (complete_orphans): one taker at a time, under orphans_mutex_, and the
+// runs handled outside the lock.
+run_op_base* reactor::take_after_stop() noexcept {
+  std::lock_guard lock(orphans_mutex_);
+  return incoming_.take_all_fifo();
+}
+
 // The thread is ending. Anything submitted meanwhile is rejected from here
 // on (stopped_); what raced in before that is completed now.
 void reactor::drain_after_stop() noexcept {
@@ -61,14 +73,7 @@ void reactor::drain_after_stop() noexcept {
   // acquire, so the fence puts this store before them for every seq_cst
   // reader (and under qemu-user keeps the store from passing those loads).
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  // From here late submitters take from incoming_ too (complete_orphans):
-  // one taker at a time, and runs handled outside the lock.
-  run_op_base* taken;
-  {
-    std::lock_guard lock(orphans_mutex_);
-    taken = incoming_.take_all_fifo();
-  }
-  while (taken) {
+  for (run_op_base* taken = take_after_stop(); taken;) {
     auto* op = taken;
     taken = op->next;
     admit(op);
