@@ -378,3 +378,105 @@ TEST_CASE("executors: an empty chain with a callback completes after async_run_c
   CHECK(called);
   CHECK(on_io);
 }
+
+// ---- outstanding work ----------------------------------------------------------
+// A pending run is outstanding work of its handler's io_context, whatever
+// executor type carries it (here any_io_executor over the io_context or a
+// strand of it, as use_awaitable's): run() waits for every pending handler,
+// and returns once the last has run, its work let go.
+
+namespace {
+/// io.run() on a thread of its own: whether it returned within `limit`
+/// (if not, the io_context is stopped so that the thread can be joined).
+bool run_returns_within(asio::io_context& io, std::chrono::milliseconds limit) {
+  std::promise<void> returned;
+  auto fut = returned.get_future();
+  std::thread t([&] {
+    io.run();
+    returned.set_value();
+  });
+  bool ok = fut.wait_for(limit) == std::future_status::ready;
+  if (!ok) io.stop();
+  t.join();
+  return ok;
+}
+}  // namespace
+
+TEST_CASE("executors: run() waits for runs whose handlers are on any_io_executor, and returns after the last") {
+  xrtio::sim::device_config cfg;
+  cfg.latency.fixed = 20ms;
+  cfg.latency.jitter = 10ms;
+  fixture f(cfg);
+  asio::io_context io;
+  auto strand = asio::make_strand(io);
+  std::atomic<int> calls{0};
+  std::atomic<bool> early{false};  // a handler ran before its run was final
+  auto t0 = rtest::clock::now();
+  for (int i = 0; i < 20; ++i) {
+    auto cb = [&](std::error_code ec, xrtio::run_result r) {
+      CHECK(!ec);
+      if (r.state != xrtio::run_state::completed) early = true;
+      ++calls;
+    };
+    // Submitted before run(): no other work keeps the io_context going.
+    if (i % 2) xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(asio::any_io_executor(io.get_executor()), cb));
+    else xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(asio::any_io_executor(strand), cb));
+  }
+  REQUIRE(run_returns_within(io, 10s));
+  CHECK(calls.load() == 20);  // run() returned after every handler, not before
+  CHECK(rtest::clock::now() - t0 >= 20ms);
+  CHECK(!early.load());
+  // Nothing pending any more: the work was let go, so run() returns at once
+  // (work still held would keep run() going for good).
+  io.restart();
+  CHECK(run_returns_within(io, 2s));
+}
+
+TEST_CASE("executors: a coroutine's chain of runs on any_io_executor keeps run() going between its runs") {
+  // Each handler submits the next run: the finished run's work goes as the
+  // next run's comes, while the handler (itself work of the io_context) runs.
+  xrtio::sim::device_config cfg;
+  cfg.latency.fixed = 2ms;
+  fixture f(cfg);
+  asio::io_context io;
+  int resumes = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < 10; ++i) {
+          co_await xrtio::async_run(f.ctx.kernel("noop"), asio::use_awaitable);
+          ++resumes;
+        }
+      },
+      rtest::rethrow);
+  REQUIRE(run_returns_within(io, 10s));
+  CHECK(resumes == 10);
+}
+
+TEST_CASE("executors: runs on any_io_executor submitted while run() goes on other threads keep it going") {
+  // Two io threads, runs submitted from a third thread one at a time: the
+  // runs' work falls to none and rises again many times while run() is
+  // live, and never stops the io_context the user's guard holds.
+  xrtio::sim::device_config cfg;
+  cfg.latency.fixed = 200us;
+  fixture f(cfg);
+  asio::io_context io;
+  auto guard = asio::make_work_guard(io);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 2; ++i) ts.emplace_back([&] { io.run(); });
+  std::atomic<int> calls{0};
+  asio::any_io_executor ex = io.get_executor();
+  for (int i = 0; i < 50; ++i) {
+    std::promise<void> done;
+    xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(ex, [&](std::error_code ec, xrtio::run_result) {
+                       CHECK(!ec);
+                       ++calls;
+                       done.set_value();
+                     }));
+    REQUIRE(done.get_future().wait_for(10s) == std::future_status::ready);
+  }
+  CHECK(!io.stopped());  // the user's guard still holds it: no release was counted twice
+  guard.reset();
+  for (auto& t : ts) t.join();
+  CHECK(calls.load() == 50);
+}
