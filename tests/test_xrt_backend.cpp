@@ -666,13 +666,11 @@ TEST_CASE("xrt: buffers of another context are refused unless cross_context") {
   // (xrt_run::set_arg's type check), naming the argument.
   auto sim = xrtio::sim::open();
   auto s = sim.alloc(4096);
-  CHECK(code_of([&] {
-          (void)xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(s), 4u, xrtio::run_options{.cross_context = true});
-        }) == errc::foreign_context);
   try {
     (void)xrtio::start(k, xrtio::in(a), xrtio::in(b), xrtio::out(s), 4u, xrtio::run_options{.cross_context = true});
     FAIL("a sim buffer was accepted by an XRT kernel");
   } catch (const xrtio::error& e) {
+    CHECK(e.code() == errc::foreign_context);
     CHECK(std::string(e.what()).find("argument 2") != std::string::npos);
     CHECK(std::string(e.what()).find("the buffer is not an XRT buffer") != std::string::npos);
   }

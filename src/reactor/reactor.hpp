@@ -33,6 +33,10 @@
 namespace xrtio::detail {
 
 class reactor final : public access_listener {
+  // tests/test_intake_queue.cpp: holds a slot of incoming_ claimed and never
+  // published, as a submitter preempted between the two steps would.
+  friend struct reactor_test_access;
+
  public:
   using clock = std::chrono::steady_clock;
 
