@@ -661,8 +661,9 @@ xrtio::sim::device_config with_slow_noop() {
 TEST_CASE("reactor: runs one at a time on an evented device are each seen by its event, never by the safety poll") {
   // The safety poll (event_poll_interval) is set to a minute: a completion
   // whose event the reactor lost would stall its chain for that long. The
-  // reactor sleeps between runs (no spinning), with the device's event fd
-  // watched across those sleeps (docs/DESIGN.md, "Watching event fds").
+  // reactor sleeps between runs (no spinning) on the device's event fd
+  // (docs/DESIGN.md, "Wait primitive"). In in-loop mode the driver polls
+  // instead; the chains must complete there too.
   xrtio::runtime_options o;
   o.event_poll_interval = 60s;
   o.spin_window = 0ns;
@@ -671,7 +672,7 @@ TEST_CASE("reactor: runs one at a time on an evented device are each seen by its
     CHECK(one_at_a_time({{&f.ctx, &f.rt}}, 200, 30s) == 200);
   }
   SUBCASE("two runtimes on one device, a chain each") {
-    // Each reactor's watch also fires for the other's completions.
+    // Each reactor's poll also fires for the other's completions.
     fixture f(with_slow_noop(), o);
     rtest::mode_runtime rt2(o);
     CHECK(one_at_a_time({{&f.ctx, &f.rt}, {&f.ctx, &rt2}}, 200, 30s) == 400);

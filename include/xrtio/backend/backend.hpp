@@ -113,15 +113,6 @@ class native_device {
   virtual int event_fd() const noexcept { return -1; }
   /// Drains the event fd after it became readable.
   virtual void consume_event() noexcept {}
-  /// A number that no other device of this process has had or will have,
-  /// naming event_fd()'s file; 0 when there is none. A waiter that keeps
-  /// its own duplicate of the fd armed across waits tells devices apart by
-  /// it: an address or an fd number can be reused by a later device.
-  virtual std::uint64_t event_serial() const noexcept { return 0; }
-  /// The event fd became readable and the caller does not read it (it
-  /// watches for writes, not for a count): do what consume_event() does
-  /// after its read, so that the next completion writes the fd again.
-  virtual void event_seen() noexcept {}
   /// A count that grows whenever a run of this device reaches a final state
   /// (from 1), or 0 when unknown. Each reactor remembers the value it last
   /// saw, so several runtimes with runs on one device each see every change
@@ -132,9 +123,5 @@ class native_device {
   /// release). Default: 0 (unknown: scan).
   virtual std::uint64_t completion_count() const noexcept { return 0; }
 };
-
-/// A new native_device::event_serial(): one counter for every backend, so
-/// that no two devices of the process share a value.
-std::uint64_t next_event_serial() noexcept;
 
 }  // namespace xrtio::backend

@@ -22,7 +22,6 @@ sim_device_impl::sim_device_impl(device_config cfg) : cfg_(std::move(cfg)) {
   if (cfg_.event_fd) {
     efd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (efd_ < 0) throw error(errc::backend_failure, "sim device: eventfd failed");
-    serial_ = backend::next_event_serial();
   }
   heap_.reserve(initial_queue_capacity);
   for (unsigned i = 0; i < cfg_.compute_units; ++i) cus_.push_back(std::make_unique<cu_slot>());
@@ -66,11 +65,6 @@ void sim_device_impl::consume_event() noexcept {
   [[maybe_unused]] auto n = ::read(efd_, &v, sizeof v);
   // An acq_rel exchange reads the last signaller's release: every state
   // stored before that signal is visible to the scan that follows.
-  signaled_.exchange(false, std::memory_order_acq_rel);
-}
-
-void sim_device_impl::event_seen() noexcept {
-  // As in consume_event(): the exchange reads the last signaller's release.
   signaled_.exchange(false, std::memory_order_acq_rel);
 }
 

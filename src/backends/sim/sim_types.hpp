@@ -169,8 +169,6 @@ class sim_device_impl final : public device {
   std::vector<std::string> kernel_names() const override;
   int event_fd() const noexcept override { return efd_; }
   void consume_event() noexcept override;
-  std::uint64_t event_serial() const noexcept override { return serial_; }
-  void event_seen() noexcept override;
   std::uint64_t completion_count() const noexcept override;
 
   device_stats stats() const override;
@@ -252,7 +250,6 @@ class sim_device_impl final : public device {
   std::atomic<bool> halting_{false};   // stopping_, for the watcher, which holds no mutex
   std::atomic<std::uint64_t> queue_pushes_{0};  // runs queued while a unit watched (push), for the watcher
   int efd_ = -1;
-  std::uint64_t serial_ = 0;  // event_serial(): set with efd_
 };
 
 }  // namespace xrtio::sim::detail
