@@ -675,6 +675,13 @@ TEST_CASE("reactor: runs one at a time on an evented device are each seen by its
     // Each reactor's poll also fires for the other's completions.
     fixture f(with_slow_noop(), o);
     rtest::mode_runtime rt2(o);
+    if (!rtest::inloop_mode() && !f.rt.stats().io_uring) {
+      // The ppoll fallback's known limit (docs/DESIGN.md, "Wait primitive"):
+      // one reactor drains the fd and the other sees the completion only at
+      // its safety poll, here a minute.
+      MESSAGE("XRTIO-SKIP: io_uring is refused here: two reactors on one device fd wait for the safety poll");
+      return;
+    }
     CHECK(one_at_a_time({{&f.ctx, &f.rt}, {&f.ctx, &rt2}}, 200, 30s) == 400);
   }
 }
