@@ -25,8 +25,9 @@ asio::awaitable<void> add(xrtio::context ctx, std::uint32_t n) {
   xrtio::run_result r = co_await xrtio::async_run(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(b), xrtio::out(c), n,
                                                   xrtio::run_options{.timeout = 5s}, asio::use_awaitable);
   // Resumed on this coroutine's executor. Errors throw std::system_error
-  // here, its code() an xrtio::errc (catch std::system_error, not
-  // xrtio::error; or use asio::experimental::as_tuple or redirect_error).
+  // here: its code() is an xrtio::errc, or asio::error::operation_aborted
+  // when cancelled (catch std::system_error, not xrtio::error; or use
+  // asio::experimental::as_tuple or redirect_error).
   c.read(std::span<std::uint32_t>(vc));  // synced from the device, copied out
   bool right = true;
   for (std::uint32_t i = 0; i < n; ++i) right = right && vc[i] == va[i] + vb[i];

@@ -12,7 +12,7 @@ class category final : public std::error_category {
   std::string message(int v) const override {
     switch (static_cast<errc>(v)) {
       case errc::invalid_size: return "invalid size";
-      case errc::out_of_range: return "range out of bounds (of the buffer, or of the file)";
+      case errc::out_of_range: return "out of range: a buffer or file range past its end, or a bank or index the device lacks";
       case errc::range_in_use: return "range in use by an overlapping access";
       case errc::range_retained: return "range held by a retained run";
       case errc::budget_exceeded: return "memory budget exceeded";
@@ -32,7 +32,7 @@ class category final : public std::error_category {
       case errc::soft_kernel_crashed: return "run ended in state SKCRASHED";
       case errc::timed_out: return "run timed out and was aborted";
       case errc::abort_failed: return "abort refused or too slow: run retained";
-      case errc::busy: return "busy (a prepared run already in flight, or a runtime another thread drives)";
+      case errc::busy: return "busy: the run is still in flight, or another thread drives the runtime";
       case errc::shut_down: return "runtime shut down";
       case errc::not_supported: return "not supported";
       case errc::misaligned: return "misaligned transfer";
