@@ -6,15 +6,52 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <dirent.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 
 namespace {
+
+// XRT 2.13 (Debian 12) can hang at process exit: its exit handler
+// (xrt_core::kds::stop) destroys each device's command monitor by setting
+// `stop` and notifying without the monitor's mutex, then joins it. A
+// monitor that has just checked `stop` and not yet blocked (one started by
+// a device opened right before the exit) misses the notification and
+// blocks for ever. Fixed upstream in XRT 2.15 (docs/DESIGN.md, "XRT facts
+// the code relies on", Pitfalls). In a process that loaded XRT, main waits
+// (at most 2 s) until no other thread is running, so every monitor is
+// blocked in its wait when the exit handler notifies it.
+bool thread_running(const char* tid) {
+  std::ifstream f(std::string("/proc/self/task/") + tid + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');  // the state follows the command name
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'R';
+}
+
+void let_xrt_threads_block() {
+  void* xrt = ::dlopen("libxrt_coreutil.so.2", RTLD_NOW | RTLD_NOLOAD);
+  if (xrt == nullptr) return;
+  ::dlclose(xrt);
+  const std::string self = std::to_string(::gettid());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool running = false;
+    if (DIR* d = ::opendir("/proc/self/task")) {
+      while (dirent* e = ::readdir(d))
+        if (e->d_name[0] != '.' && self != e->d_name && thread_running(e->d_name)) running = true;
+      ::closedir(d);
+    }
+    if (!running) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 void start_watchdog() {
   long seconds = 240;
@@ -55,5 +92,7 @@ int main(int argc, char** argv) {
     if (a.rfind("--list", 0) == 0 || a.rfind("-ltc", 0) == 0 || a.rfind("-lts", 0) == 0) listing = true;
   }
   if (!listing) start_watchdog();
-  return context.run();
+  int rc = context.run();
+  let_xrt_threads_block();
+  return rc;
 }
