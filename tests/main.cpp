@@ -26,13 +26,27 @@ namespace {
 // a device opened right before the exit) misses the notification and
 // blocks for ever. Fixed upstream in XRT 2.15 (docs/DESIGN.md, "XRT facts
 // the code relies on", Pitfalls). In a process that loaded XRT, main waits
-// (at most 2 s) until no other thread is running, so every monitor is
-// blocked in its wait when the exit handler notifies it.
-bool thread_running(const char* tid) {
+// (at most 2 s) until every other thread has been asleep (state S) in three
+// readings of /proc a few ms apart, so a monitor is very likely blocked in
+// its wait when the exit handler notifies it. Not a guarantee: a thread can
+// sleep inside the window (on a lock of a sanitizer's runtime, say); it
+// narrows a window that was hit once in many CI runs.
+bool thread_asleep(const char* tid) {
   std::ifstream f(std::string("/proc/self/task/") + tid + "/stat");
   std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   auto close = stat.rfind(')');  // the state follows the command name
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'R';
+  // A thread gone since the directory was read has no stat left: asleep enough.
+  return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'S';
+}
+
+bool others_asleep(const std::string& self) {
+  bool asleep = true;
+  if (DIR* d = ::opendir("/proc/self/task")) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.' && self != e->d_name && !thread_asleep(e->d_name)) asleep = false;
+    ::closedir(d);
+  }
+  return asleep;
 }
 
 void let_xrt_threads_block() {
@@ -41,15 +55,10 @@ void let_xrt_threads_block() {
   ::dlclose(xrt);
   const std::string self = std::to_string(::gettid());
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (std::chrono::steady_clock::now() < deadline) {
-    bool running = false;
-    if (DIR* d = ::opendir("/proc/self/task")) {
-      while (dirent* e = ::readdir(d))
-        if (e->d_name[0] != '.' && self != e->d_name && thread_running(e->d_name)) running = true;
-      ::closedir(d);
-    }
-    if (!running) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int in_a_row = 0;
+  while (in_a_row < 3 && std::chrono::steady_clock::now() < deadline) {
+    in_a_row = others_asleep(self) ? in_a_row + 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
 

@@ -108,8 +108,9 @@ TEST_CASE("wait primitive: two waiters on io_uring watching one device both see 
       wait_primitive w2(uring);
       other_uring = w2.uses_io_uring();
       waiting = true;
-      // Its poll is armed within microseconds of this point; the run below
-      // ends 500 ms after `waiting`, a margin even a loaded sanitizer run keeps.
+      // Its poll is armed soon after this point; the run below is started
+      // after `waiting` and ends 500 ms later, a margin for a loaded
+      // sanitizer run.
       other = wait_ms(w2, d.dev, 10s);
     });
     while (!waiting) std::this_thread::sleep_for(1ms);
