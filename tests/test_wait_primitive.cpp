@@ -93,33 +93,30 @@ TEST_CASE("wait primitive: two waiters on io_uring watching one device both see 
   // and sleeps on; that waiter sees the completion only at its safety poll
   // (event_poll_interval). A known limit of the fallback (docs/DESIGN.md,
   // "Wait primitive"), not tested here as if it held.
-  {
-    const bool uring = true;
-    device d(500ms);
-    wait_primitive w1(uring);
-    if (!w1.uses_io_uring()) {
-      std::printf("XRTIO-SKIP: io_uring is refused here: the ppoll fallback has the limit above\n");
-      return;
-    }
-    std::atomic<bool> waiting{false};
-    bool other_uring = false;
-    double other = 0;
-    std::thread t([&] {
-      wait_primitive w2(uring);
-      other_uring = w2.uses_io_uring();
-      waiting = true;
-      // Its poll is armed soon after this point; the run below is started
-      // after `waiting` and ends 500 ms later, a margin for a loaded
-      // sanitizer run.
-      other = wait_ms(w2, d.dev, 10s);
-    });
-    while (!waiting) std::this_thread::sleep_for(1ms);
-    auto h = d.start();
-    double mine = wait_ms(w1, d.dev, 10s);
-    t.join();
-    CHECK(other_uring);  // both waiters on io_uring, not one on ppoll
-    CHECK(mine < 5000);
-    CHECK(other < 5000);
-    CHECK(h.wait(10s).state == xrtio::run_state::completed);
+  device d(500ms);
+  wait_primitive w1(true);
+  if (!w1.uses_io_uring()) {
+    std::printf("XRTIO-SKIP: io_uring is refused here: the ppoll fallback has the limit above\n");
+    return;
   }
+  std::atomic<bool> waiting{false};
+  bool other_uring = false;
+  double other = 0;
+  std::thread t([&] {
+    wait_primitive w2(true);
+    other_uring = w2.uses_io_uring();
+    waiting = true;
+    // Its poll is armed soon after this point; the run below is started
+    // after `waiting` and ends 500 ms later, a margin for a loaded
+    // sanitizer run.
+    other = wait_ms(w2, d.dev, 10s);
+  });
+  while (!waiting) std::this_thread::sleep_for(1ms);
+  auto h = d.start();
+  double mine = wait_ms(w1, d.dev, 10s);
+  t.join();
+  CHECK(other_uring);  // both waiters on io_uring, not one on ppoll
+  CHECK(mine < 5000);
+  CHECK(other < 5000);
+  CHECK(h.wait(10s).state == xrtio::run_state::completed);
 }

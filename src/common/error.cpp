@@ -12,7 +12,9 @@ class category final : public std::error_category {
   std::string message(int v) const override {
     switch (static_cast<errc>(v)) {
       case errc::invalid_size: return "invalid size";
-      case errc::out_of_range: return "out of range: a buffer or file range past its end, a memory bank the device lacks, or an argument index the kernel lacks";
+      case errc::out_of_range:
+        return "out of range: a buffer or file range past its end, a memory bank the device lacks, "
+               "or an argument index the kernel lacks";
       case errc::range_in_use: return "range in use by an overlapping access";
       case errc::range_retained: return "range held by a retained run";
       case errc::budget_exceeded: return "memory budget exceeded";
