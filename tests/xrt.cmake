@@ -81,6 +81,8 @@ else()
   # The backend's failure paths through its test seam (src/backends/xrt/xrt_fault_hook.hpp).
   xrtio_test(test_xrt_hook test_xrt_hook.cpp)
   target_include_directories(test_xrt_hook PRIVATE ${PROJECT_SOURCE_DIR}/src/backends/xrt)
+  # XRT's headers, for the backend's xrt_api.hpp (which XRT, which version).
+  target_link_libraries(test_xrt_hook PRIVATE XRT::xrt_coreutil)
   target_compile_definitions(test_xrt_hook PRIVATE ${_xrtio_xrt_defs})
   add_dependencies(test_xrt_hook xrtio-mkxclbin)
 

@@ -27,5 +27,10 @@ cmake -S . -B "$dir" -G Ninja "${build_flags[@]}" -DXRTIO_SANITIZE="${XRTIO_SANI
 cmake --build "$dir" -j"$(nproc)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+# atexit_sleep_ms: TSan sleeps that long at every exit (1000 ms by default)
+# to catch races with threads still running; every test is its own process,
+# so the default cost CI's 565 TSan tests 1 s each (719 of the stage's
+# test-seconds were 565 of sleep). xrtio's threads are joined before exit;
+# 50 ms still covers a thread that outlives main by a few scheduler slices.
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=50}
 cd "$dir" && ctest --output-on-failure -j"$(nproc)" --timeout 600

@@ -35,3 +35,19 @@
 #if defined(XRTIO_EXPECT_HW_CONTEXT) && !XRTIO_XRT_HW_CONTEXT
 #error "XRTIO_EXPECT_HW_CONTEXT: xrt_hw_context.h was not found, the hw_context branch is not being compiled"
 #endif
+
+// XRT before 2.15 can hang at exit when a device's command monitor started
+// just before (monitor_settle.hpp). The version comes from XRT's own header
+// (xrt/detail/version-slim.h in current XRT, xrt/version.h in 2.13); where
+// neither says, the backend assumes an affected XRT: the cost of assuming
+// so is a few /proc readings when a kernel is first opened.
+#if __has_include(<xrt/detail/version-slim.h>)
+#include <xrt/detail/version-slim.h>
+#elif __has_include(<xrt/version.h>)
+#include <xrt/version.h>
+#endif
+#if defined(XRT_VERSION_CODE) && defined(XRT_VERSION) && XRT_VERSION_CODE >= XRT_VERSION(2, 15)
+#define XRTIO_XRT_EXIT_MAY_LOSE_MONITOR 0
+#else
+#define XRTIO_XRT_EXIT_MAY_LOSE_MONITOR 1
+#endif

@@ -12,6 +12,7 @@
 
 #include <experimental/xrt_system.h>
 
+#include "monitor_settle.hpp"
 #include "xrt_fault_hook.hpp"
 #include "xrt_types.hpp"
 #include "xrtio/error.hpp"
@@ -220,7 +221,17 @@ std::shared_ptr<backend::native_kernel> xrt_device_impl::kernel(const std::strin
   const kernel_info* info = nullptr;
   for (auto& k : program_.info.kernels)
     if (k.name == name) info = &k;
+#if XRTIO_XRT_EXIT_MAY_LOSE_MONITOR
+  // The first kernel on a device starts XRT's command monitor for it; an
+  // exit before that thread first sleeps can hang (monitor_settle.hpp).
+  // A quarter second bounds the wait when some new thread never sleeps
+  // (say, one of the program's own, started meanwhile).
+  auto before = process_threads();
   xrt::kernel k = open_kernel(name);
+  (void)settle_new_threads(before, std::chrono::milliseconds(250));
+#else
+  xrt::kernel k = open_kernel(name);
+#endif
   auto kp = std::make_shared<xrt_kernel>(shared_from_this(), std::move(k), *info, options_.run_pool_size);
   kernels_[name] = kp;
   return kp;
