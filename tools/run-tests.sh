@@ -5,12 +5,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 dir=${1:-build}
-if [ -n "${XRTIO_SANITIZE:-}" ]; then
-  # Sanitizer builds: -O1 without -O2's inlining work keeps the Asio-heavy
-  # suites' compile time down on CI's 2 cores; the sanitizers see the same.
-  # -g1 (line tables, no variable info): a sanitizer report's frames still
-  # show file:line, inlined frames too, and full -g's variable tracking made
-  # the ASan+UBSan compile of tests/test_sim.cpp 34.5 CPU-s instead of 18.8.
+if [ "${XRTIO_SANITIZE:-}" = address ]; then
+  # ASan+UBSan: -O0. UBSan's checks make every optimisation pass work on
+  # far more code: at -O1 the Asio-heavy suites took 45-68 CPU-s each
+  # (tests/test_reactor.cpp 62.6, tests/test_file_io.cpp 47.5), at -O0 half
+  # (29.1, 23.7), and the whole build was 1387 CPU-s of CI's stage of 753 s.
+  # The suite's run grows less than the compile shrinks (97 s at -O1 in CI;
+  # 133 s at -O0 here on a loaded machine). Both sanitizers check the same
+  # code at any level. -g1 (line tables, no variable info): a report's
+  # frames still show file:line, and full -g's variable tracking made the
+  # compile of tests/test_sim.cpp 34.5 CPU-s instead of 18.8.
+  build_flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1")
+elif [ -n "${XRTIO_SANITIZE:-}" ]; then
+  # TSan: -O1 without -O2's inlining work keeps the compile down (19.2
+  # CPU-s for tests/test_reactor.cpp, 15.9 at -O0) while the suite, slowed
+  # most by TSan, keeps -O1's speed. -g1 as above.
   build_flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1")
 else
   # Line tables only (-g1), as tools/run-demo.sh builds the same directory:
