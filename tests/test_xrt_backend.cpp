@@ -15,6 +15,7 @@
 //   - kernel results (the no-op device leaves outputs untouched).
 #include <doctest/doctest.h>
 #include <xrtio/xrt_native.hpp>
+#include <ert.h>  // the command packet (a run's state memory)
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1109,4 +1110,35 @@ TEST_CASE("xrt npu: group_id_of and command_registers on what they do not know")
     CHECK(xb::group_id_of(imported) == 1);  // the default group: the first bank in use
   }
   std::free(p);
+}
+
+TEST_CASE("xrt: a run names the memory its state poll reads, the last being its command packet, and the sim names none") {
+  // The reactor fetches these a run ahead of its poll (src/reactor/reactor_scan.cpp,
+  // fetch_ahead): wrong addresses would only cost misses, so the test says
+  // what they are. The second is XRT's command packet, whose state field
+  // the run's final state must be found in.
+  auto ctx = open_vadd();
+  auto k = ctx.kernel("vadd");
+  auto a = ctx.alloc(4096), b = ctx.alloc(4096), c = ctx.alloc(4096);
+  auto run = k.native().make_run();
+  REQUIRE(run->state_memory(0) != nullptr);
+  REQUIRE(run->state_memory(1) != nullptr);
+  CHECK(run->state_memory(0) != run->state_memory(1));
+  CHECK(run->state_memory(0) != static_cast<const void*>(run.get()));
+  std::uint32_t n = 4;
+  run->set_arg(0, *xtest::state(a)->native);
+  run->set_arg(1, *xtest::state(b)->native);
+  run->set_arg(2, *xtest::state(c)->native);
+  run->set_arg(3, &n, sizeof n);
+  run->start();
+  auto s = run->wait_for(std::chrono::seconds(5));
+  REQUIRE(s == xrtio::run_state::completed);
+  const auto* packet = static_cast<const ert_packet*>(run->state_memory(1));
+  CHECK(packet->state == ERT_CMD_STATE_COMPLETED);
+  CHECK(run->state() == xrtio::run_state::completed);
+
+  auto sim_ctx = xrtio::sim::open();
+  auto sim_run = sim_ctx.kernel("vadd").native().make_run();
+  CHECK(sim_run->state_memory(0) == nullptr);
+  CHECK(sim_run->state_memory(1) == nullptr);
 }

@@ -79,6 +79,22 @@ class native_run {
   virtual std::chrono::steady_clock::time_point device_completed_at() const noexcept { return {}; }
   /// Returns the run to its kernel's pool or deletes it. Only after a final state.
   virtual void release() noexcept { delete this; }
+
+  /// Up to two addresses that state() reads beyond this object (null: none),
+  /// set once by the backend: a reactor polling many runs fetches them, and
+  /// this object, a run or two ahead of its poll, so that the misses overlap
+  /// (docs/PERFORMANCE.md, "Fetching ahead in the scan").
+  const void* state_memory(std::size_t i) const noexcept { return state_memory_[i]; }
+  static constexpr std::size_t state_memory_count = 2;
+
+ protected:
+  void set_state_memory(const void* first, const void* second = nullptr) noexcept {
+    state_memory_[0] = first;
+    state_memory_[1] = second;
+  }
+
+ private:
+  const void* state_memory_[state_memory_count] = {};
 };
 
 struct native_run_deleter {

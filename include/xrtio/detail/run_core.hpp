@@ -105,6 +105,8 @@ class run_core {
   backend::native_run* native() const noexcept;
   /// The native run this core owns (null for a prepared run's): inline, for hints.
   backend::native_run* own_run() const noexcept { return run_.get(); }
+  /// The lease requests' storage (in the op, past its first lines): for hints.
+  const void* requests_data() const noexcept { return reqs_.data(); }
   const xrtio::kernel& kernel() const noexcept { return kernel_; }
   bool leased() const noexcept { return leased_; }
   std::chrono::steady_clock::time_point submitted() const noexcept { return submitted_; }

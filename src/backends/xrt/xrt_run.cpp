@@ -51,7 +51,12 @@ xrt_run::xrt_run(xrt_kernel* k, xrt::run&& r)
       packet_(noop_ ? r.get_ert_packet() : nullptr),
       set_(k->args().size(), false),
       bound_(k->args().size(), 0),
-      run_(std::move(r)) {}
+      run_(std::move(r)) {
+  // What state() reads past this object: XRT's run implementation (its
+  // command's address) and the command packet (the state itself). The
+  // command object between them is XRT's own and has no public address.
+  set_state_memory(run_.get_handle().get(), run_.get_ert_packet());
+}
 
 xrt_run::~xrt_run() {
   // Destroying an xrt::run may free its command buffer (xclFreeBO) when

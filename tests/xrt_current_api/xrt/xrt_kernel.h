@@ -74,6 +74,7 @@ class run {
   void set_arg(int index, const void* value, std::size_t bytes) { set_arg_at_index(index, value, bytes); }
 
   ert_packet* get_ert_packet() const;
+  const std::shared_ptr<run_impl>& get_handle() const { return impl_; }
 
  private:
   void set_arg_at_index(int index, const void* value, std::size_t bytes);
