@@ -25,8 +25,11 @@ constexpr std::uint64_t max_scan_gap_ns = 50'000;
 // xrt::run::state's at its implementation, 94 % of run_core::release's at
 // the requests). While `op` is polled, the run after next has its native
 // run fetched and the next (whose native run was fetched a step ago) has
-// the memory its state() reads and its requests fetched. The ops' own list
-// lines are this thread's (it links them), so reading ahead costs no miss.
+// the memory its state() reads and its requests fetched. The list links are
+// this thread's (it links them); the native-run and request pointers lie on
+// the op's lines the submitter wrote at its start, and may miss themselves,
+// but a step ahead. Only this thread links, unlinks or frees ops on the
+// device list, so `next` and the one after stay valid through the poll.
 // docs/PERFORMANCE.md, "Fetching ahead in the scan".
 inline void fetch_ahead(const run_op_base* op) noexcept {
   const run_op_base* next = op->next;

@@ -3,6 +3,7 @@
 #include "monitor_settle.hpp"
 
 #include <dirent.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,14 +48,23 @@ std::vector<pid_t> process_threads() {
 
 bool settle_new_threads(const std::vector<pid_t>& before, std::chrono::milliseconds limit, int readings,
                         std::chrono::microseconds gap) {
-  const pid_t self = ::gettid();
+  // The system call, not gettid(3): glibc has that only from 2.30, and XRT
+  // 2.13 is also built for older ones.
+  const auto self = static_cast<pid_t>(::syscall(SYS_gettid));
   const auto deadline = std::chrono::steady_clock::now() + limit;
   int in_a_row = 0;
-  for (;;) {
+  for (bool first = true;; first = false) {
     bool asleep = true;
+    bool any_new = false;
     for (pid_t t : process_threads())
-      if (t != self && std::find(before.begin(), before.end(), t) == before.end() && thread_state(t) != 'S')
-        asleep = false;
+      if (t != self && std::find(before.begin(), before.end(), t) == before.end()) {
+        any_new = true;
+        if (thread_state(t) != 'S') asleep = false;
+      }
+    // No thread started at all (a kernel on a device whose monitor runs
+    // already): nothing to wait for. A thread that started and ended since
+    // cannot be waited for either.
+    if (first && !any_new) return true;
     in_a_row = asleep ? in_a_row + 1 : 0;
     if (in_a_row >= readings) return true;
     if (std::chrono::steady_clock::now() >= deadline) return false;

@@ -8,8 +8,12 @@
 // under; a monitor between that check and its wait misses the notification
 // and the exit's join blocks for ever. The monitor starts with the first
 // kernel opened on a device and, for a program that submits no managed
-// commands (xrtio submits none), never wakes again: once it has been seen
-// asleep it stays in its wait, where the notification reaches it.
+// commands (xrtio submits none: its starts, waits and aborts are XRT's
+// unmanaged ones), never wakes again: once it has been seen asleep it stays
+// in its wait, where the notification reaches it. Code of the program's own
+// that submits managed commands through XRT directly (xrt::run callbacks,
+// events, OpenCL) wakes it again and reopens the window; that is XRT's bug
+// and outside what this wait covers.
 #pragma once
 
 #include <sys/types.h>
@@ -25,8 +29,9 @@ std::vector<pid_t> process_threads();
 
 /// Waits until every thread of the process that is not in `before` (and is
 /// not the caller) has been asleep (state S in /proc) in `readings`
-/// consecutive readings `gap` apart, or until `limit` has passed. Returns
-/// whether they were seen asleep (false: the limit passed first).
+/// consecutive readings `gap` apart, or until `limit` has passed; returns at
+/// once when the first reading finds no such thread. Returns whether they
+/// were seen asleep (false: the limit passed first).
 bool settle_new_threads(const std::vector<pid_t>& before, std::chrono::milliseconds limit,
                         int readings = 3, std::chrono::microseconds gap = std::chrono::microseconds(500));
 

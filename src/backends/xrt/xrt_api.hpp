@@ -37,14 +37,18 @@
 #endif
 
 // XRT before 2.15 can hang at exit when a device's command monitor started
-// just before (monitor_settle.hpp). The version comes from XRT's own header
-// (xrt/detail/version-slim.h in current XRT, xrt/version.h in 2.13); where
-// neither says, the backend assumes an affected XRT: the cost of assuming
-// so is a few /proc readings when a kernel is first opened.
+// just before (monitor_settle.hpp). The version comes from XRT's own header:
+// xrt/detail/version-slim.h in current XRT (2.17 on), version.h at the top
+// of XRT's include directory before (Debian's 2.13 puts that directory at
+// /usr/include/xrt, so it is also <xrt/version.h> there). Where none says,
+// the backend assumes an affected XRT: the cost of assuming so is a few
+// /proc readings when a context first opens a kernel.
 #if __has_include(<xrt/detail/version-slim.h>)
 #include <xrt/detail/version-slim.h>
 #elif __has_include(<xrt/version.h>)
 #include <xrt/version.h>
+#elif __has_include(<version.h>)
+#include <version.h>
 #endif
 #if defined(XRT_VERSION_CODE) && defined(XRT_VERSION) && XRT_VERSION_CODE >= XRT_VERSION(2, 15)
 #define XRTIO_XRT_EXIT_MAY_LOSE_MONITOR 0

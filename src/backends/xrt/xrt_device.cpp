@@ -224,10 +224,18 @@ std::shared_ptr<backend::native_kernel> xrt_device_impl::kernel(const std::strin
 #if XRTIO_XRT_EXIT_MAY_LOSE_MONITOR
   // The first kernel on a device starts XRT's command monitor for it; an
   // exit before that thread first sleeps can hang (monitor_settle.hpp).
-  // A quarter second bounds the wait when some new thread never sleeps
-  // (say, one of the program's own, started meanwhile).
+  // XRT starts it before the steps of opening that can throw (the compute
+  // unit's context), so a failed open waits too: a program that gets the
+  // error may exit at once. A quarter second bounds the wait when some new
+  // thread never sleeps (say, one of the program's own, started meanwhile).
   auto before = process_threads();
-  xrt::kernel k = open_kernel(name);
+  xrt::kernel k;
+  try {
+    k = open_kernel(name);
+  } catch (...) {
+    (void)settle_new_threads(before, std::chrono::milliseconds(250));
+    throw;
+  }
   (void)settle_new_threads(before, std::chrono::milliseconds(250));
 #else
   xrt::kernel k = open_kernel(name);
@@ -238,15 +246,23 @@ std::shared_ptr<backend::native_kernel> xrt_device_impl::kernel(const std::strin
 }
 
 xrt::kernel xrt_device_impl::open_kernel(const std::string& name) {
+  xrt::kernel k;
+  bool made = false;
   try {
 #if XRTIO_XRT_HW_CONTEXT
-    return xrt::kernel(hw_context_, name);
+    k = xrt::kernel(hw_context_, name);
 #else
-    return xrt::kernel(device_, uuid_, name);
+    k = xrt::kernel(device_, uuid_, name);
 #endif
+    made = true;
+    // The test seam fails here, after XRT made the kernel and started the
+    // device's command monitor, as XRT's own later steps of opening can.
+    before_xrt_call(xrt_call::kernel_open);
   } catch (const std::exception& e) {
+    if (made && noop_) noop_->destroy(std::move(k));  // may free command buffers (noop_guard.hpp)
     throw error(errc::backend_failure, "xrt: opening kernel " + quoted(name) + ": " + e.what());
   }
+  return k;
 }
 
 std::string xrt_device_impl::all_names() const {

@@ -23,6 +23,7 @@ enum class xrt_call {
   bo_sync_to_device,    ///< xrt::bo::sync(XCL_BO_SYNC_BO_TO_DEVICE, size, offset)
   bo_sync_from_device,  ///< xrt::bo::sync(XCL_BO_SYNC_BO_FROM_DEVICE, size, offset)
   bo_sub,               ///< xrt::bo(root, size, absolute offset)
+  kernel_open,          ///< after xrt::kernel(device, ...) returned (XRT's later steps of opening)
   run_create,           ///< xrt::run(kernel)
   run_set_arg,          ///< xrt::run::set_arg (size: the argument's index)
   run_start,            ///< xrt::run::start
