@@ -450,6 +450,8 @@ TEST_CASE("xrt hook: sync, write and read hand XRT their range of the right bo, 
 namespace {
 
 // A thread's scheduler state letter from /proc ('S': asleep), '-' if gone.
+// Read here, not through monitor_settle.cpp's own reader: the tests of the
+// wait must not share the code they check.
 char state_of(pid_t tid) {
   std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
   std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -458,6 +460,19 @@ char state_of(pid_t tid) {
 }
 
 bool in(const std::vector<pid_t>& v, pid_t t) { return std::find(v.begin(), v.end(), t) != v.end(); }
+
+// Checks, in one reading, that every thread not in `before` (nor this one)
+// is asleep; returns how many there were. `device`: for the message.
+int check_new_threads_asleep(const std::vector<pid_t>& before, int device) {
+  int n = 0;
+  for (pid_t t : xb::detail::process_threads())
+    if (!in(before, t) && t != ::gettid()) {
+      ++n;
+      char s = state_of(t);
+      CHECK_MESSAGE(s == 'S', "device " << device << ": thread " << t << " is in state " << std::string(1, s));
+    }
+  return n;
+}
 
 }  // namespace
 
@@ -521,11 +536,7 @@ TEST_CASE("xrt monitor settle: opening a kernel returns with every thread XRT st
     auto ctx = open_vadd();
     auto before = xb::detail::process_threads();
     auto k = ctx.kernel("vadd");
-    for (pid_t t : xb::detail::process_threads())
-      if (!in(before, t) && t != ::gettid()) {
-        ++new_threads;
-        CHECK_MESSAGE(state_of(t) == 'S', "device " << i << ": thread " << t << " is in state " << std::string(1, state_of(t)));
-      }
+    new_threads += check_new_threads_asleep(before, i);
   }
   CHECK(new_threads >= 1);  // the monitors this case is about were started
 #else
@@ -547,12 +558,7 @@ TEST_CASE("xrt monitor settle: a kernel open that fails after XRT started its mo
     auto t = thrown_by([&] { (void)ctx.kernel("vadd"); });
     CHECK(t.code == errc::backend_failure);
     CHECK(contains(t.what, "opening kernel"));
-    for (pid_t tid : xb::detail::process_threads())
-      if (!in(before, tid) && tid != ::gettid()) {
-        ++new_threads;
-        CHECK_MESSAGE(state_of(tid) == 'S', "device " << i << ": thread " << tid << " is in state "
-                                                       << std::string(1, state_of(tid)));
-      }
+    new_threads += check_new_threads_asleep(before, i);
   }
   CHECK(new_threads >= 1);
   CHECK(h.hook.calls(xrt_call::kernel_open) == 8);
