@@ -1033,14 +1033,48 @@ TEST_CASE("file io: a small read the page cache holds is done on the caller's th
       CHECK(s1.file_pieces > s0.file_pieces);
     }
   }
-  SUBCASE("a read past the end of the file: what is there, the rest found missing by the loop") {
+  SUBCASE("a read reaching the end of the file: the bytes up to it, done on the caller's thread (a second "
+          "non-blocking read finds the end), and one at the end is out_of_range from the loop") {
+    // A small file read into a larger buffer, the common case, and the tail
+    // of a larger one.
+    auto small_path = dir.path / "small";
+    const auto small_content = random_bytes(100, 12);
+    write_file(small_path, small_content);
+    auto small = xrtio::file::open(small_path, xrtio::file_mode::read, {.direct = false});
     auto tail = content.size() - 1000;
+    struct step {
+      xrtio::file* which;
+      std::uint64_t offset;
+      const std::byte* expect;
+      std::size_t bytes;
+    };
+    for (auto [which, offset, expect, bytes] :
+         {step{&file, tail, content.data() + tail, 1000}, step{&small, 0, small_content.data(), 100}}) {
+      CAPTURE(bytes);
+      auto s0 = f.rt.stats();
+      outcome o;
+      xrtio::async_read_file(*which, offset, xrtio::out(buf.sub(8192, 0)), record(io, o));
+      run_until(io, o);
+      REQUIRE(!o.ec);
+      CHECK(o.bytes == bytes);
+      CHECK(std::memcmp(buf.map().data(), expect, bytes) == 0);
+      auto s1 = f.rt.stats();
+      if (nowait_works) {
+        CHECK(s1.file_inline_reads - s0.file_inline_reads == 1);
+        CHECK(s1.file_pieces == s0.file_pieces);  // the loop issued nothing
+        CHECK(s1.file_bytes_read - s0.file_bytes_read == bytes);
+      }
+      CHECK(s1.file_reads - s0.file_reads == 1);
+      buf.write(std::span<const std::byte>(zeros));  // the lease is released
+    }
+    auto s0 = f.rt.stats();
     outcome o;
-    xrtio::async_read_file(file, tail, xrtio::out(buf.sub(8192, 0)), record(io, o));
+    xrtio::async_read_file(small, 100, xrtio::out(buf.sub(4096, 0)), record(io, o));
     run_until(io, o);
-    REQUIRE(!o.ec);
-    CHECK(o.bytes == 1000);
-    CHECK(std::memcmp(buf.map().data(), content.data() + tail, 1000) == 0);
+    CHECK(o.ec == xrtio::errc::out_of_range);
+    auto s1 = f.rt.stats();
+    CHECK(s1.file_inline_reads == s0.file_inline_reads);
+    CHECK(s1.file_pieces > s0.file_pieces);
   }
 }
 

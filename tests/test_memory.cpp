@@ -82,6 +82,12 @@ TEST_CASE("error: category is named xrtio and every errc has its own message") {
   CHECK_CONTAINS(xrtio::make_error_code(errc::out_of_range).message(), "bank");
   CHECK_CONTAINS(xrtio::make_error_code(errc::busy).message(), "still in flight");
   CHECK_CONTAINS(xrtio::make_error_code(errc::busy).message(), "another thread drives");
+  // timed_out ends a run on the device (aborted), a run or transfer still
+  // waiting for its leases (withdrawn: nothing aborted) and a transfer
+  // (cancelled pieces): the message names all three.
+  CHECK_CONTAINS(xrtio::make_error_code(errc::timed_out).message(), "aborted");
+  CHECK_CONTAINS(xrtio::make_error_code(errc::timed_out).message(), "withdrawn");
+  CHECK_CONTAINS(xrtio::make_error_code(errc::timed_out).message(), "transfer");
   std::vector<std::string> seen;
   for (int v = static_cast<int>(errc::invalid_size); v <= static_cast<int>(errc::invalid_option); ++v) {
     auto m = xrtio::make_error_code(static_cast<errc>(v)).message();

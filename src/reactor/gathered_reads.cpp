@@ -127,7 +127,7 @@ bool reactor::file_gathered(file_op_base* f, int res) noexcept {
     to_loop(f);
     return false;
   }
-  if (file_done_on_caller(f, counters_.gathered_reads, counters_.gathered_bytes)) return true;
+  if (file_done_on_caller(f, f->length, counters_.gathered_reads, counters_.gathered_bytes)) return true;
   to_loop(f);
   return false;
 }

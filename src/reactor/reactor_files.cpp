@@ -116,35 +116,51 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
     if (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL) fs.nowait_refused.store(true, std::memory_order_relaxed);
     return false;
   }
-  if (std::size_t(n) < f->length) {
-    // Part cached, or the end of the file: the loop reads the rest (and
-    // finds the end, if that was it).
-    f->issued = f->done = std::size_t(n);
+  std::size_t got = std::size_t(n);
+  if (got < f->length && got > 0) {
+    // Short: either the page cache does not hold the rest, or the file ends
+    // at offset + got (a small file read into a larger buffer, the common
+    // case). One more non-blocking read from there tells which: 0 is the
+    // end, and the read is done here with the bytes up to it, as the loop
+    // would complete it; bytes it copies are kept; EAGAIN (not cached) or an
+    // error leave the rest to the loop, which reports errors itself. Zero
+    // bytes at once (a read at or past the end: out_of_range) stays the
+    // loop's.
+    iovec rest{f->memory + got, f->length - got};
+    ssize_t m = ::preadv2(fs.fd, &rest, 1, static_cast<off_t>(f->offset + got), RWF_NOWAIT);
+    if (m == 0) f->end = got;
+    else if (m > 0) got += std::size_t(m);
+  }
+  if (got < std::min(f->length, f->end)) {
+    // Part cached, or the end of the file unconfirmed: the loop reads the
+    // rest (and finds the end, if that was it).
+    f->issued = f->done = got;
     return false;
   }
-  if (!file_done_on_caller(f, counters_.inline_reads, counters_.inline_bytes)) return false;
+  if (!file_done_on_caller(f, got, counters_.inline_reads, counters_.inline_bytes)) return false;
   op->batch_next = nullptr;
   op->vt().post_batch(op);  // never inline: through the handler's executor
   return true;
 }
 
-// A read done whole on a caller's thread (at once, or gathered): synced to
-// the device, finished, its lease released, counted in `reads` and `bytes`.
+// A read done on a caller's thread (at once, or gathered): `got` bytes,
+// the whole range or (f->end set) up to the end of the file, synced to the
+// device, finished, its lease released, counted in `reads` and `bytes`.
 // False when the sync failed: the loop then completes it, past the bytes
 // read, syncing again and reporting the error.
-bool reactor::file_done_on_caller(file_op_base* f, reactor_counters::counter& reads,
+bool reactor::file_done_on_caller(file_op_base* f, std::size_t got, reactor_counters::counter& reads,
                                   reactor_counters::counter& bytes) noexcept {
   try {
-    f->native->sync(backend::sync_direction::to_device, f->length, 0);
+    f->native->sync(backend::sync_direction::to_device, got, 0);
   } catch (...) {
-    f->issued = f->done = f->length;
+    f->issued = f->done = got;
     return false;
   }
-  f->bytes = f->length;
+  f->bytes = got;
   f->ec = {};
   f->result = {};
   reads.fetch_add(1, std::memory_order_relaxed);
-  bytes.fetch_add(f->length, std::memory_order_relaxed);
+  bytes.fetch_add(got, std::memory_order_relaxed);
   f->core.release();  // invariant 2: the copy is done, nothing else writes the range
   f->ph = run_op_base::phase::finished;
   return true;

@@ -1,4 +1,7 @@
 // Built against an installed xrtio by find_package: proves the package config.
+// It also uses Asio's deprecated API (io_service, io_context::work): linking
+// xrtio must not take any of Asio away from the user's own files.
+#include <asio.hpp>
 #include <xrtio/xrtio.hpp>
 #include <cstdio>
 int main() {
@@ -10,5 +13,15 @@ int main() {
   xrtio::start(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{4}).wait();
   c.read(std::span<std::uint32_t>(vc));
   std::printf("%u %u %u %u\n", vc[0], vc[1], vc[2], vc[3]);
-  return vc[3] == 44 ? 0 : 1;
+  asio::io_service io;
+  auto work = std::make_unique<asio::io_context::work>(io);
+  bool ran = false;
+  xrtio::async_run(ctx.kernel("vadd"), xrtio::in(a), xrtio::in(b), xrtio::out(c), std::uint32_t{4},
+                   asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                     ran = !ec;
+                     work.reset();
+                   }));
+  io.run();
+  std::printf("async_run on an io_service: %s\n", ran ? "ok" : "failed");
+  return vc[3] == 44 && ran ? 0 : 1;
 }
