@@ -1,5 +1,7 @@
 # Installs the built xrtio into a scratch prefix, then configures, builds and
-# runs a separate project that finds it with find_package(xrtio).
+# runs a separate project that finds it with find_package(xrtio), and builds
+# and runs its program once more with the README's command line for a build
+# without CMake (README, "Use it from another CMake project").
 set(prefix "${BIN}/package-test/prefix")
 file(REMOVE_RECURSE "${BIN}/package-test")
 execute_process(COMMAND ${CMAKE_COMMAND} --install "${BIN}" --prefix "${prefix}" RESULT_VARIABLE r)
@@ -36,4 +38,27 @@ if(WITH_XRT)
     message(FATAL_ERROR "xrtio was built with XRT, but the package defined no XRT::xrt_coreutil for consumer_xrt")
   endif()
   run_consumer(consumer_xrt)
+endif()
+# The README's command line without CMake: the defines the package would
+# have set, the libraries it would have linked. Not in a cross build (the
+# README's line is for the host's compiler; the CMake consumer above ran).
+if(TOOLCHAIN)
+  message(STATUS "consumer_plain: not built in a cross build (the README's command line is the host's)")
+else()
+  set(defs -DASIO_DISABLE_STD_ALIGNED_ALLOC)
+  set(libs -lxrtio -luring)
+  if(WITH_XRT)
+    list(APPEND defs -DXRTIO_HAS_XRT=1)
+    list(APPEND libs -lxrt_coreutil -luuid)
+  endif()
+  separate_arguments(flag_list UNIX_COMMAND "${FLAGS}")
+  set(cmd ${CXX} -std=c++20 ${flag_list} ${defs} "-I${prefix}/include" "${SRC}/tests/package/main.cpp"
+      "-L${prefix}/${LIBDIR}" ${libs} -pthread -o "${BIN}/package-test/build/consumer_plain")
+  string(REPLACE ";" " " shown "${cmd}")
+  message(STATUS "consumer_plain: ${shown}")
+  execute_process(COMMAND ${cmd} RESULT_VARIABLE r ERROR_VARIABLE err)
+  if(r)
+    message(FATAL_ERROR "the README's command line without CMake failed (${r}): ${err}")
+  endif()
+  run_consumer(consumer_plain)
 endif()
