@@ -24,7 +24,9 @@ secs=${LOAD_TEST_SECONDS:-5}
 rss_runs=${LOAD_TEST_RSS_RUNS:-4}
 server=$build/examples/server/xrtio-server
 script=tools/load-test/vadd.lua
-for tool in wrk gnuplot curl; do
+tools="wrk curl"
+[ "${LOAD_TEST_SAVE:-0}" = 1 ] && tools="$tools gnuplot"  # the plot is made only when saving
+for tool in $tools; do
   command -v "$tool" >/dev/null || { echo "load-test: $tool not found (bash tools/install-deps.sh installs it)" >&2; exit 1; }
 done
 [ -x "$server" ] || { echo "load-test: $server not built (cmake --build $build)" >&2; exit 1; }

@@ -29,7 +29,7 @@ enum class errc {
   run_no_response,         ///< final ERT state NORESPONSE
   soft_kernel_error,       ///< final ERT state SKERROR
   soft_kernel_crashed,     ///< final ERT state SKCRASHED
-  timed_out,               ///< run_options::timeout or io_options::timeout passed: a run on the device was aborted; a run or transfer still waiting for its leases was withdrawn; a transfer's pieces were cancelled
+  timed_out,               ///< run_options::timeout, io_options::timeout or run_handle::wait's timeout passed: a run on the device was aborted; a run or transfer still waiting for its leases was withdrawn; a transfer's pieces were cancelled
   abort_failed,            ///< abort refused or past its grace period: the run is retained (invariant 5)
   busy,                    ///< a prepared run executed while its previous execution is in flight
   shut_down,               ///< the runtime is shutting down or gone

@@ -152,7 +152,7 @@ struct runtime_stats {
   std::uint64_t file_bytes_written = 0;  ///< bytes written by successful transfers
   std::uint64_t file_pieces = 0;         ///< requests handed to the ring or the pool
   std::uint64_t file_cancels = 0;        ///< pieces the reactor asked to cancel
-  std::uint64_t file_inline_reads = 0;   ///< reads done whole on the caller's thread (file_options::inline_read_limit)
+  std::uint64_t file_inline_reads = 0;   ///< reads done on the caller's thread, whole or to the end of the file (file_options::inline_read_limit)
   /// Reads within inline_read_limit (and 64 KiB) not done alone at once,
   /// because other candidate reads of the caller's context were in flight:
   /// gathered instead (below), or sent to the ring, where their pieces share

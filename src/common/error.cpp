@@ -32,7 +32,7 @@ class category final : public std::error_category {
       case errc::run_no_response: return "run ended in state NORESPONSE";
       case errc::soft_kernel_error: return "run ended in state SKERROR";
       case errc::soft_kernel_crashed: return "run ended in state SKCRASHED";
-      case errc::timed_out: return "timed out: a run aborted on the device, or withdrawn or a transfer cancelled before it";
+      case errc::timed_out: return "timed out: a run aborted on the device, a run or transfer withdrawn while waiting for its leases, or a transfer's pieces cancelled";
       case errc::abort_failed: return "abort refused or too slow: run retained";
       case errc::busy: return "busy: the run is still in flight, or another thread drives the runtime";
       case errc::shut_down: return "runtime shut down";

@@ -40,10 +40,15 @@ if(WITH_XRT)
   run_consumer(consumer_xrt)
 endif()
 # The README's command line without CMake: the defines the package would
-# have set, the libraries it would have linked. Not in a cross build (the
-# README's line is for the host's compiler; the CMake consumer above ran).
+# have set, the libraries it would have linked, -I/-L for the prefix only.
+# That line assumes Asio in the compiler's default path, as Debian installs
+# it (main.cpp includes no XRT header); elsewhere (and in a cross build,
+# where the README's line is not the toolchain's) it is not tried, and says
+# so.
 if(TOOLCHAIN)
-  message(STATUS "consumer_plain: not built in a cross build (the README's command line is the host's)")
+  message(STATUS "consumer_plain: SKIPPED in a cross build (the README's command line is the host's; the CMake consumer ran)")
+elseif(NOT ASIO_INCLUDE STREQUAL "/usr/include")
+  message(STATUS "consumer_plain: SKIPPED: Asio's headers are in ${ASIO_INCLUDE}, not /usr/include; the README's line assumes Debian's")
 else()
   set(defs -DASIO_DISABLE_STD_ALIGNED_ALLOC)
   set(libs -lxrtio -luring)
@@ -52,8 +57,18 @@ else()
     list(APPEND libs -lxrt_coreutil -luuid)
   endif()
   separate_arguments(flag_list UNIX_COMMAND "${FLAGS}")
-  set(cmd ${CXX} -std=c++20 ${flag_list} ${defs} "-I${prefix}/include" "${SRC}/tests/package/main.cpp"
-      "-L${prefix}/${LIBDIR}" ${libs} -pthread -o "${BIN}/package-test/build/consumer_plain")
+  if(IS_ABSOLUTE "${INCLUDEDIR}")
+    set(inc "${INCLUDEDIR}")
+  else()
+    set(inc "${prefix}/${INCLUDEDIR}")
+  endif()
+  if(IS_ABSOLUTE "${LIBDIR}")
+    set(lib "${LIBDIR}")
+  else()
+    set(lib "${prefix}/${LIBDIR}")
+  endif()
+  set(cmd ${CXX} -std=c++20 ${flag_list} ${defs} "-I${inc}" "${SRC}/tests/package/main.cpp" "-L${lib}" ${libs}
+      -pthread -o "${BIN}/package-test/build/consumer_plain")
   string(REPLACE ";" " " shown "${cmd}")
   message(STATUS "consumer_plain: ${shown}")
   execute_process(COMMAND ${cmd} RESULT_VARIABLE r ERROR_VARIABLE err)

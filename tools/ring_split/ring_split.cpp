@@ -101,7 +101,7 @@ int measure(int fd, std::uint64_t blocks, std::size_t block, double seconds, mod
       io_uring_cqe* cqe = nullptr;
       for (int spins = 0; io_uring_peek_cqe(&ring, &cqe) != 0;)
         if (++spins > 100000) {
-          io_uring_wait_cqe(&ring, &cqe);
+          if (int e = io_uring_wait_cqe(&ring, &cqe); e < 0) return fail("io_uring_wait_cqe", -e);
           break;
         }
       whole = got_front == ssize_t(front) && cqe->res == int(back);
