@@ -4,12 +4,19 @@
 // process's CPU time they took.
 #pragma once
 
+#include <fcntl.h>
 #include <liburing.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 namespace ring_loop {
 
@@ -17,6 +24,36 @@ inline double cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+/// A file opened read-only for reads of `block` bytes: its descriptor and
+/// how many whole blocks it holds.
+struct block_file {
+  int fd;
+  std::uint64_t blocks;
+};
+
+/// Opens `path` (with `flags` added to O_RDONLY | O_CLOEXEC) and, if `warm`,
+/// reads every byte once so that the page cache holds the file. A failure
+/// or a file shorter than one block ends the process with a message naming
+/// `tool`.
+inline block_file open_blocks(const char* tool, const char* path, std::size_t block, int flags, bool warm) {
+  auto die = [tool](const char* what, int err) {
+    std::fprintf(stderr, "%s: %s: %s\n", tool, what, std::strerror(err));
+    std::exit(1);
+  };
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC | flags);
+  if (fd < 0) die(path, errno);
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) die("fstat", errno);
+  std::uint64_t blocks = std::uint64_t(st.st_size) / block;
+  if (blocks == 0) die("file shorter than one block", EINVAL);
+  if (warm) {
+    std::vector<unsigned char> b(1 << 20);
+    for (off_t o = 0; o < st.st_size; o += off_t(b.size()))
+      if (::pread(fd, b.data(), b.size(), o) < 0) die("pread", errno);
+  }
+  return {fd, blocks};
 }
 
 struct timing {

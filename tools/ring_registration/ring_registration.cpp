@@ -76,22 +76,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: ring-registration FILE QUEUE_DEPTH READS [direct]\n");
     return 2;
   }
-  int fd = ::open(argv[1], O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
-  if (fd < 0) return fail(argv[1], errno);
-  struct stat st{};
-  fstat(fd, &st);
-  std::uint64_t blocks = std::uint64_t(st.st_size) / block;
-  if (blocks == 0) return fail("file shorter than 4 KiB", EINVAL);
   direct_ = direct;
   unsigned depth = unsigned(std::strtoul(argv[2], nullptr, 10));
   unsigned long reads = std::strtoul(argv[3], nullptr, 10);
   if (depth == 0 || depth > 4096 || reads == 0) return fail("queue depth 1..4096, reads > 0", EINVAL);
-  // Warm the page cache: every block read once.
-  if (!direct) {
-    std::vector<unsigned char> b(1 << 20);
-    for (off_t o = 0; o < st.st_size; o += off_t(b.size()))
-      if (::pread(fd, b.data(), b.size(), o) < 0) return fail("pread", errno);
-  }
+  // Hot: the page cache holds it; direct: it bypasses the cache.
+  auto [fd, blocks] = ring_loop::open_blocks("ring-registration", argv[1], block, direct ? O_DIRECT : 0, !direct);
   for (mode m : {mode::plain, mode::files, mode::fixed})
     if (int r = measure(fd, blocks, depth, reads, m)) return r;
   ::close(fd);

@@ -141,20 +141,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: ring-split FILE BLOCK_KIB SECONDS\n");
     return 2;
   }
-  int fd = ::open(argv[1], O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(argv[1], errno);
   std::size_t block = std::size_t(std::strtoul(argv[2], nullptr, 10)) << 10;
   double seconds = std::strtod(argv[3], nullptr);
   if (block < 8192 || block > (std::size_t(1) << 30) || !(seconds > 0))
     return fail("block 8 KiB..1 GiB, seconds > 0", EINVAL);
-  struct stat st{};
-  fstat(fd, &st);
-  std::uint64_t blocks = std::uint64_t(st.st_size) / block;
-  if (blocks == 0) return fail("file shorter than one block", EINVAL);
-  // Warm the page cache: every block read once.
-  std::vector<unsigned char> b(1 << 20);
-  for (off_t o = 0; o < st.st_size; o += off_t(b.size()))
-    if (::pread(fd, b.data(), b.size(), o) < 0) return fail("pread", errno);
+  auto [fd, blocks] = ring_loop::open_blocks("ring-split", argv[1], block, 0, true);  // the page cache holds it
   for (mode m : {mode::alone, mode::workers, mode::thread})
     if (int r = measure(fd, blocks, block, seconds, m)) return r;
   ::close(fd);

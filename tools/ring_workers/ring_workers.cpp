@@ -62,21 +62,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: ring-workers FILE QUEUE_DEPTH BLOCK_KIB READS\n");
     return 2;
   }
-  int fd = ::open(argv[1], O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(argv[1], errno);
   unsigned depth = unsigned(std::strtoul(argv[2], nullptr, 10));
   std::size_t block = std::size_t(std::strtoul(argv[3], nullptr, 10)) << 10;
   unsigned long reads = std::strtoul(argv[4], nullptr, 10);
   if (depth == 0 || depth > 4096 || block == 0 || block > (std::size_t(1) << 30) || reads == 0)
     return fail("queue depth 1..4096, block 1 KiB..1 GiB, reads > 0", EINVAL);
-  struct stat st{};
-  fstat(fd, &st);
-  std::uint64_t blocks = std::uint64_t(st.st_size) / block;
-  if (blocks == 0) return fail("file shorter than one block", EINVAL);
-  // Warm the page cache: every block read once.
-  std::vector<unsigned char> b(1 << 20);
-  for (off_t o = 0; o < st.st_size; o += off_t(b.size()))
-    if (::pread(fd, b.data(), b.size(), o) < 0) return fail("pread", errno);
+  auto [fd, blocks] = ring_loop::open_blocks("ring-workers", argv[1], block, 0, true);  // the page cache holds it
   for (bool w : {false, true})
     if (int r = measure(fd, blocks, block, depth, reads, w)) return r;
   ::close(fd);
