@@ -17,7 +17,8 @@ foreach(v CXX SRC SHIM INCLUDES SYSTEM_INCLUDES XRT_INCLUDE_DIR)
   endif()
 endforeach()
 
-set(flags -std=c++20 -Wall -Wextra -DXRTIO_HAS_XRT=1 -DASIO_NO_DEPRECATED
+# The library's own definitions (CMakeLists.txt: no ASIO_NO_DEPRECATED).
+set(flags -std=c++20 -Wall -Wextra -DXRTIO_HAS_XRT=1 -DASIO_DISABLE_STD_ALIGNED_ALLOC
           -DXRTIO_EXPECT_HW_CONTEXT=1 -DXRTIO_EXPECT_WAIT2=1 -I${SHIM})
 foreach(d IN LISTS INCLUDES)
   list(APPEND flags -I${d})

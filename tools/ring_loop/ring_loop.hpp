@@ -1,7 +1,8 @@
-// The measuring loop the bare-ring tools share (ring-registration,
-// ring-workers): keeps a queue depth of reads in flight on one io_uring
-// until a number of them completed, and reports the wall time and the
-// process's CPU time they took.
+// What the bare-ring probes share (ring-registration, ring-workers,
+// ring-split): opening their file and warming the page cache with it, the
+// process's CPU time, and the measuring loop that keeps a queue depth of
+// reads in flight on one io_uring until a number of them completed and
+// reports the wall time and CPU time they took.
 #pragma once
 
 #include <fcntl.h>

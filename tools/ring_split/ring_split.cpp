@@ -16,9 +16,7 @@
 //
 //   ring-split FILE BLOCK_KIB SECONDS
 // prints one line per mode: GiB/s, p50 and p99 per read (µs), CPU µs per GiB.
-#include <fcntl.h>
 #include <liburing.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
