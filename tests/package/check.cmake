@@ -1,7 +1,8 @@
 # Installs the built xrtio into a scratch prefix, then configures, builds and
 # runs a separate project that finds it with find_package(xrtio), and builds
-# and runs its program once more with the README's command line for a build
-# without CMake (README, "Use it from another CMake project").
+# and runs its program twice more without CMake: with the README's command
+# line, and with the flags of the installed xrtio.pc (README, "Use it from
+# another CMake project").
 set(prefix "${BIN}/package-test/prefix")
 file(REMOVE_RECURSE "${BIN}/package-test")
 execute_process(COMMAND ${CMAKE_COMMAND} --install "${BIN}" --prefix "${prefix}" RESULT_VARIABLE r)
@@ -76,4 +77,34 @@ else()
     message(FATAL_ERROR "the README's command line without CMake failed (${r}): ${err}")
   endif()
   run_consumer(consumer_plain)
+  # The same through the installed xrtio.pc (README: `pkg-config --cflags
+  # --libs xrtio`), found through PKG_CONFIG_PATH as a user of a non-default
+  # prefix would.
+  if(NOT PKG_CONFIG)
+    message(FATAL_ERROR "pkg-config was not found, though the build itself needs it (liburing)")
+  endif()
+  set(pc_path "${lib}/pkgconfig")
+  if(NOT EXISTS "${pc_path}/xrtio.pc")
+    message(FATAL_ERROR "the install has no ${pc_path}/xrtio.pc")
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env "PKG_CONFIG_PATH=${pc_path}" ${PKG_CONFIG} --cflags --libs xrtio
+    RESULT_VARIABLE r OUTPUT_VARIABLE pc_flags ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(r)
+    message(FATAL_ERROR "pkg-config --cflags --libs xrtio failed (${r}): ${err}")
+  endif()
+  message(STATUS "consumer_pc: pkg-config --cflags --libs xrtio: ${pc_flags}")
+  foreach(d IN LISTS defs)
+    string(FIND " ${pc_flags} " " ${d} " at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "xrtio.pc's flags lack ${d}: ${pc_flags}")
+    endif()
+  endforeach()
+  separate_arguments(pc_list UNIX_COMMAND "${pc_flags}")
+  set(cmd ${CXX} -std=c++20 ${flag_list} "${SRC}/tests/package/main.cpp" ${pc_list}
+      -o "${BIN}/package-test/build/consumer_pc")
+  execute_process(COMMAND ${cmd} RESULT_VARIABLE r ERROR_VARIABLE err)
+  if(r)
+    message(FATAL_ERROR "the build through pkg-config failed (${r}): ${err}")
+  endif()
+  run_consumer(consumer_pc)
 endif()

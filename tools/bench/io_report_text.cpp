@@ -115,20 +115,32 @@ void print_io_goals(const std::vector<io_cell>& cells) {
   for (auto& c : cells) {
     if (c.reps.empty() || !is_xrtio(c.contender)) continue;
     double bw = bw_ratio_to_best_alternative(cells, c), cpu = cpu_ratio_to_pool(cells, c);
-    bool bw_ok = bw >= 1.0, alloc_ok = c.med.allocs_per_request == 0;
-    ++bw_n, bw_met += bw_ok;
+    bool alloc_ok = c.med.allocs_per_request == 0;
     ++alloc_n, alloc_met += alloc_ok;
-    std::printf("  %-12s %-6s %-4s QD=%-4d bandwidth %6sx best (goal >= 1.0x: %s)", c.contender.c_str(),
-                case_name(c.kind), cache_name(c.cold), c.depth, fmt(bw, "%.2f").c_str(), bw_ok ? "met" : "MISSED");
+    // A ratio with nothing to divide by (the alternatives, or pread-pool, not
+    // among --contenders, or skipped) is no verdict: said so, and not counted.
+    if (std::isnan(bw)) {
+      std::printf("  %-12s %-6s %-4s QD=%-4d bandwidth not judged (no alternative ran in this cell)", c.contender.c_str(),
+                  case_name(c.kind), cache_name(c.cold), c.depth);
+    } else {
+      bool bw_ok = bw >= 1.0;
+      ++bw_n, bw_met += bw_ok;
+      std::printf("  %-12s %-6s %-4s QD=%-4d bandwidth %6sx best (goal >= 1.0x: %s)", c.contender.c_str(),
+                  case_name(c.kind), cache_name(c.cold), c.depth, fmt(bw, "%.2f").c_str(), bw_ok ? "met" : "MISSED");
+    }
     if (c.depth == 128) {
-      bool cpu_ok = cpu <= 0.5;
-      ++cpu_n, cpu_met += cpu_ok;
-      std::printf("  cpu/GiB %6sx pread-pool (goal <= 0.5x: %s)", fmt(cpu, "%.2f").c_str(), cpu_ok ? "met" : "MISSED");
+      if (std::isnan(cpu)) {
+        std::printf("  cpu/GiB not judged (pread-pool did not run)");
+      } else {
+        bool cpu_ok = cpu <= 0.5;
+        ++cpu_n, cpu_met += cpu_ok;
+        std::printf("  cpu/GiB %6sx pread-pool (goal <= 0.5x: %s)", fmt(cpu, "%.2f").c_str(), cpu_ok ? "met" : "MISSED");
+      }
     }
     std::printf("  allocs/req %s (goal 0: %s)\n", fmt(c.med.allocs_per_request, "%.3f").c_str(),
                 alloc_ok ? "met" : "MISSED");
   }
-  if (!bw_n) std::printf("  no xrtio cells ran\n");
+  if (!alloc_n) std::printf("  no xrtio cells ran\n");
   else
     std::printf("  met (both modes together): bandwidth %d of %d cells, CPU at QD 128 %d of %d, allocations %d of %d\n", bw_met, bw_n,
                 cpu_met, cpu_n, alloc_met, alloc_n);
