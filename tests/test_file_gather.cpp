@@ -257,6 +257,64 @@ TEST_CASE("gathered reads: the reads a handler issues while others are in flight
   check_gathered(s0, settled(*s.rt));
 }
 
+TEST_CASE("gathered reads: reads that reach the end of the file are done on the handler's thread too, with the "
+          "bytes up to it, while a read past the end still goes to the loop") {
+  setup s;
+  REQUIRE_GATHERING(s);
+  // Read i (1..n) at i * stride, except: read n - 1 starts 100 bytes before
+  // the end, read n 3000 bytes before it (each short of its 4096), and an
+  // extra read starts at the end (out_of_range, from the loop).
+  auto offset = [](int i) -> std::uint64_t {
+    if (i == n - 1) return file_size - 100;
+    if (i == n) return file_size - 3000;
+    return std::uint64_t(i) * stride;
+  };
+  auto expect = [](int i) -> std::size_t { return i == n - 1 ? 100 : i == n ? 3000 : len; };
+  auto s0 = s.rt->stats();
+  std::vector<std::size_t> got(n + 1, 0);
+  std::vector<std::error_code> ecs(n + 1);
+  std::error_code past_ec;
+  std::size_t past_got = 1;
+  int done = 0;
+  asio::io_context io;
+  auto ex = io.get_executor();
+  xrtio::async_read_file(
+      s.file, 0, xrtio::out(s.buf.sub(len, 0)), asio::bind_executor(ex, [&](std::error_code ec, std::size_t b) {
+        ecs[0] = ec, got[0] = b, ++done;
+        for (int i = 1; i <= n; ++i)
+          xrtio::async_read_file(s.file, offset(i), xrtio::out(s.buf.sub(len, std::size_t(i) * len)),
+                                 asio::bind_executor(ex, [&, i](std::error_code e, std::size_t b2) {
+                                   ecs[std::size_t(i)] = e, got[std::size_t(i)] = b2, ++done;
+                                 }));
+        xrtio::async_read_file(s.file, file_size, xrtio::out(s.buf.sub(len, 0)),
+                               asio::bind_executor(ex, [&](std::error_code e, std::size_t b2) {
+                                 past_ec = e, past_got = b2, ++done;
+                               }));
+      }));
+  run_on_new_thread(io);
+  REQUIRE(done == n + 2);
+  std::size_t bytes = 0;
+  for (int i = 0; i <= n; ++i) {
+    CAPTURE(i);
+    CHECK(!ecs[std::size_t(i)]);
+    CHECK(got[std::size_t(i)] == expect(i));
+    CHECK(std::memcmp(s.buf.map().data() + std::size_t(i) * len, s.content.data() + offset(i), expect(i)) == 0);
+    bytes += expect(i);
+  }
+  CHECK(past_ec == xrtio::errc::out_of_range);
+  CHECK(past_got == 0);
+  auto s1 = settled(*s.rt);
+  // The first of the n done at once; the other n - 1, the two short ones
+  // among them, gathered; only the read past the end reached the loop.
+  CHECK(s1.file_inline_reads - s0.file_inline_reads == 2);
+  CHECK(s1.file_inline_declined - s0.file_inline_declined == n);
+  CHECK(s1.file_gathered_reads - s0.file_gathered_reads == n - 1);
+  CHECK(s1.file_gathered_submissions - s0.file_gathered_submissions == 1);
+  CHECK(s1.file_pieces - s0.file_pieces == 1);
+  CHECK(s1.file_bytes_read - s0.file_bytes_read == bytes);
+  CHECK(s1.in_flight == 0);
+}
+
 TEST_CASE("gathered reads: an executor that cannot say where it runs is not gathered: its reads go to the loop") {
   setup s;
   REQUIRE_GATHERING(s);

@@ -117,17 +117,22 @@ void reactor::count_gathered_submission() noexcept {
 // the caller posts it), or handed to the loop, which reads the rest and
 // reports any error (as for a read declined there at submission).
 bool reactor::file_gathered(file_op_base* f, int res) noexcept {
-  if (res < 0 || std::size_t(res) < f->length) {
+  // Short (0 < res < length): the end of the file, or pages not cached;
+  // file_confirm_end tells which, as for a read done at once, so a read
+  // that reaches the end is done here too.
+  std::size_t got = res > 0 ? file_confirm_end(f, std::size_t(res)) : 0;
+  if (res < 0 || got < std::min(f->length, f->end)) {
     // -EAGAIN: not all cached. -EOPNOTSUPP: no NOWAIT reads on this file
     // (no more inline candidates from it). -ECANCELED: not submitted or
-    // cancelled while gathered. Others (-EINVAL from a kernel whose io_uring
-    // lacks the flag, a real error): the loop's own request reports them.
+    // cancelled while gathered. 0: at or past the end (out_of_range, the
+    // loop's to report). Others (-EINVAL from a kernel whose io_uring lacks
+    // the flag, a real error): the loop's own request reports them.
     if (res == -EOPNOTSUPP) f->file->nowait_refused.store(true, std::memory_order_relaxed);
-    if (res > 0) f->issued = f->done = std::size_t(res);
+    if (got > 0) f->issued = f->done = got;
     to_loop(f);
     return false;
   }
-  if (file_done_on_caller(f, f->length, counters_.gathered_reads, counters_.gathered_bytes)) return true;
+  if (file_done_on_caller(f, got, counters_.gathered_reads, counters_.gathered_bytes)) return true;
   to_loop(f);
   return false;
 }

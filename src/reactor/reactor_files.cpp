@@ -116,21 +116,7 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
     if (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL) fs.nowait_refused.store(true, std::memory_order_relaxed);
     return false;
   }
-  std::size_t got = std::size_t(n);
-  if (got < f->length && got > 0) {
-    // Short: either the page cache does not hold the rest, or the file ends
-    // at offset + got (a small file read into a larger buffer, the common
-    // case). One more non-blocking read from there tells which: 0 is the
-    // end, and the read is done here with the bytes up to it, as the loop
-    // would complete it; bytes it copies are kept; EAGAIN (not cached) or an
-    // error leave the rest to the loop, which reports errors itself. Zero
-    // bytes at once (a read at or past the end: out_of_range) stays the
-    // loop's.
-    iovec rest{f->memory + got, f->length - got};
-    ssize_t m = ::preadv2(fs.fd, &rest, 1, static_cast<off_t>(f->offset + got), RWF_NOWAIT);
-    if (m == 0) f->end = got;
-    else if (m > 0) got += std::size_t(m);
-  }
+  std::size_t got = file_confirm_end(f, std::size_t(n));
   if (got < std::min(f->length, f->end)) {
     // Part cached, or the end of the file unconfirmed: the loop reads the
     // rest (and finds the end, if that was it).
@@ -141,6 +127,25 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
   op->batch_next = nullptr;
   op->vt().post_batch(op);  // never inline: through the handler's executor
   return true;
+}
+
+// A non-blocking read on a caller's thread (at once, or gathered) that
+// came back short, 0 < got < length: either the page cache does not hold
+// the rest, or the file ends at offset + got (a small file read into a
+// larger buffer, the common case). One more non-blocking read from there
+// tells which: 0 is the end (f->end set), and the read can be done on the
+// caller's thread with the bytes up to it, as the loop would complete it;
+// bytes it copies are kept; EAGAIN (not cached) or an error leave the rest
+// to the loop, which reports errors itself. Zero bytes at once (a read at
+// or past the end: out_of_range) and whole reads are returned unchanged:
+// the first stays the loop's. Returns the bytes read now.
+std::size_t reactor::file_confirm_end(file_op_base* f, std::size_t got) noexcept {
+  if (got == 0 || got >= f->length) return got;
+  iovec rest{f->memory + got, f->length - got};
+  ssize_t m = ::preadv2(f->file->fd, &rest, 1, static_cast<off_t>(f->offset + got), RWF_NOWAIT);
+  if (m == 0) f->end = got;
+  else if (m > 0) got += std::size_t(m);
+  return got;
 }
 
 // A read done on a caller's thread (at once, or gathered): `got` bytes,
