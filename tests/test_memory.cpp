@@ -644,7 +644,7 @@ TEST_CASE("access: a host write overlapping a range a run writes fails with rang
   CHECK_NOTHROW(big.sub(100, 3000).read(std::span<std::byte>(dst)));
 }
 
-TEST_CASE("access: two runs reading the same weights share them while the host cannot write them") {
+TEST_CASE("access: two runs reading the same weights share them while the host can neither write nor read them") {
   auto ctx = sim::open(hung_vadd());
   auto k = ctx.kernel("vadd");
   auto weights = ctx.alloc(1024), x = ctx.alloc(1024);
@@ -655,6 +655,12 @@ TEST_CASE("access: two runs reading the same weights share them while the host c
   auto p = pattern(8, 1);
   auto msg = error_of([&] { weights.write(std::span<const std::byte>(p)); }, errc::range_in_use);
   CHECK_CONTAINS(msg, "(read)");
+  // A host read syncs from the device (it writes the host's copy): it takes
+  // its range exclusively too, and the message says so, not "(write)".
+  std::vector<std::byte> back(8);
+  auto rmsg = error_of([&] { weights.read(std::span<std::byte>(back)); }, errc::range_in_use);
+  CHECK_CONTAINS(rmsg, "(host read/write/sync: exclusive)");
+  CHECK_CONTAINS(rmsg, "(read) held by an in-flight run");
   // A run that writes the weights conflicts with the readers.
   error_of([&] { xrtio::start(k, xrtio::in(x), xrtio::in(x), xrtio::out(weights), std::uint32_t{256}); },
            errc::range_in_use);

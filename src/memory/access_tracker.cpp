@@ -19,12 +19,16 @@ const char* holder_name(holder_kind h) {
   }
   return "?";
 }
-std::string describe(const void* alloc, std::size_t b, std::size_t e, access_mode m, std::size_t ob,
-                     std::size_t oe, access_mode om, const char* who) {
-  char text[320];
+// `asker` is who asks for [b, e): a host operation (buffer::read, write,
+// sync) takes its range exclusively whatever it does (a read syncs from the
+// device, writing the host's copy), so it is named as such, not as a write.
+std::string describe(holder_kind asker, const void* alloc, std::size_t b, std::size_t e, access_mode m,
+                     std::size_t ob, std::size_t oe, access_mode om, const char* who) {
+  char text[360];
   std::snprintf(text, sizeof text,
                 "range [%zu, %zu) (%s) of allocation %p conflicts with range [%zu, %zu) (%s) held by %s", b, e,
-                mode_name(m), alloc, ob, oe, mode_name(om), who);
+                asker == holder_kind::host ? "host read/write/sync: exclusive" : mode_name(m), alloc, ob, oe,
+                mode_name(om), who);
   return text;
 }
 
@@ -160,7 +164,7 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
     for (auto& e : t->slots_) {
       if (e.id != 0 && overlaps(r.begin, r.end, e.begin, e.end) && conflicts(r.mode, e.mode)) {
         result = e.holder == holder_kind::retained ? acquire_status::retained : acquire_status::conflict;
-        if (why) *why = describe(t, r.begin, r.end, r.mode, e.begin, e.end, e.mode, holder_name(e.holder));
+        if (why) *why = describe(holder, t, r.begin, r.end, r.mode, e.begin, e.end, e.mode, holder_name(e.holder));
         break;
       }
     }
@@ -177,7 +181,7 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
         if (++spins % 64 == 0) std::this_thread::yield();  // its thread was preempted
       if (v & held_mask) {
         result = acquire_status::conflict;
-        if (why) *why = describe(t, r.begin, r.end, r.mode, 0, t->extent_, access_mode::read, holder_name(holder_kind::run));
+        if (why) *why = describe(holder, t, r.begin, r.end, r.mode, 0, t->extent_, access_mode::read, holder_name(holder_kind::run));
         break;
       }
     }
@@ -187,7 +191,7 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
       if (w && (q.owner == w->owner || q.seq >= w->seq)) continue;
       if (overlaps(r.begin, r.end, q.begin, q.end) && conflicts(r.mode, q.mode)) {
         result = acquire_status::conflict;
-        if (why) *why = describe(t, r.begin, r.end, r.mode, q.begin, q.end, q.mode, "a run queued before it");
+        if (why) *why = describe(holder, t, r.begin, r.end, r.mode, q.begin, q.end, q.mode, "a run queued before it");
         break;
       }
     }
