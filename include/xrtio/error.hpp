@@ -10,7 +10,7 @@ namespace xrtio {
 /// std::error_code built from these (or asio::error::operation_aborted for
 /// cancellation); synchronous calls throw xrtio::error.
 enum class errc {
-  invalid_size = 1,        ///< zero or overflowing size / offset
+  invalid_size = 1,        ///< zero or overflowing size / offset, or an empty (default-constructed or moved-from) handle
   out_of_range,            ///< a view or transfer outside its buffer
   range_in_use,            ///< overlapping access held by a run or host op (invariant 6)
   range_retained,          ///< the range belongs to a run retained after a refused abort (invariant 5)

@@ -32,12 +32,15 @@ struct runtime_options {
   /// are handed over in fuller batches. It wakes early when the backlog
   /// falls to half that, for a cancellation, a lease release, an abort's
   /// end, file pool completions or the runtime's destruction, and dozes
-  /// again only after half a batch of handlers began (so a backlog nobody
-  /// runs costs other clients little). Meanwhile new submissions
+  /// again only after half a batch of handlers began and, after a doze the
+  /// backlog outlasted, only once it fell below where it stood (so a
+  /// backlog nobody runs costs other clients one doze). 1 ms: at thousands
+  /// of runs in flight, 100 us let the reactor wake, pass and post between
+  /// the handlers' drains (docs/PERFORMANCE.md, "A longer doze"). Meanwhile new submissions
   /// (from any thread), device completions and the deadlines of runs not
   /// yet taken in wait for its end (docs/DESIGN.md, "The reactor dozes
   /// while handlers are behind"). 0 = never.
-  std::chrono::nanoseconds backlog_doze = std::chrono::microseconds(100);
+  std::chrono::nanoseconds backlog_doze = std::chrono::milliseconds(1);
   /// Longest sleep between polls while runs are in flight on a device that
   /// offers no completion event (and a safety net when it does).
   std::chrono::nanoseconds max_poll_interval = std::chrono::milliseconds(1);

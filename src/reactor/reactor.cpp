@@ -148,16 +148,30 @@ void reactor::end_doze() noexcept {
 bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
   if (opts_.backlog_doze.count() == 0 || shutting_down_) return false;
   auto high = doze_high(opts_);
-  if (queued_handlers_.load(std::memory_order_relaxed) < high) return false;
+  auto queued = queued_handlers_.load(std::memory_order_relaxed);
+  if (queued < high) return false;
   // Only while the handlers work the backlog off: at least half a batch
   // begun since the last doze began. A backlog nobody runs (an io_context
   // stopped or never run again) would otherwise make every pass of every
   // other client wait a whole doze (measured: 157 against 35 us per round
-  // trip of a second io_context); now it costs one doze per half batch of
-  // theirs.
+  // trip of a second io_context).
   auto begun = handlers_begun_.load(std::memory_order_relaxed);
   if (begun_at_doze_ && begun - *begun_at_doze_ < std::max(1u, opts_.max_batch / 2)) return false;
+  // And after a doze during which the backlog stalled (it slept its whole
+  // length and fewer than half a batch of handlers began: nobody runs them,
+  // or their thread is busy elsewhere, as while it submits thousands of
+  // runs), only once handlers for half that doze's backlog began since it
+  // began: other contexts' handlers begin between dozes (the count above)
+  // while a stalled backlog stays, and each half batch of theirs would
+  // otherwise buy them a whole doze (one doze per 32 runs of another
+  // io_context: at backlog_doze 1 ms, 31 us more per run on average; now
+  // one per backlog / 2 of them). A doze whose handlers ran, the usual one,
+  // does not count.
+  if (doze_stalled_ && begun_at_doze_ &&
+      begun - *begun_at_doze_ < static_cast<std::uint64_t>(std::max<std::int64_t>(1, backlog_at_doze_ / 2)))
+    return false;
   begun_at_doze_ = begun;
+  backlog_at_doze_ = queued;
   dozing_.store(true, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (queued_handlers_.load(std::memory_order_seq_cst) < high / 2 || cancel_pending_.load() ||
@@ -166,8 +180,13 @@ bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
     return true;  // pass again at once: something is to be done
   }
   reactor_counters::bump(counters_.dozes);
-  (void)waiter_.wait(std::min(found.next_deadline, saturating_deadline(now, opts_.backlog_doze)), {});
+  auto until = std::min(found.next_deadline, saturating_deadline(now, opts_.backlog_doze));
+  (void)waiter_.wait(until, {});
   dozing_.store(false, std::memory_order_relaxed);
+  // Stalled: slept its whole length (not ended early, nor by a notify left
+  // pending) with next to no handler begun meanwhile.
+  doze_stalled_ = handlers_begun_.load(std::memory_order_relaxed) - begun < std::max(1u, opts_.max_batch / 2) &&
+                  clock::now() >= until;
   // The wait may have taken a submitter's notify left pending by a sleep
   // that ended before its wait (sleep(): work seen after the announce).
   // wake_pending_ still says one is on its way, so later submitters would
