@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr int backlog_runs = 600;  // above the doze's threshold (256 at max_batch 64)
+constexpr int backlog_runs = 600;  // above the doze's threshold (128 at max_batch 64)
 
 xrtio::runtime_options long_doze() {
   xrtio::runtime_options o;

@@ -26,7 +26,7 @@ struct runtime_options {
   /// for the completion ("The io thread lingers"). 0 = never spin or linger.
   std::chrono::nanoseconds spin_window = std::chrono::microseconds(40);
   /// While the handlers of runs it has completed have a backlog (at least
-  /// 4 x max_batch, and 256, posted to their executors and not yet begun),
+  /// 2 x max_batch, and 128, posted to their executors and not yet begun),
   /// the reactor sleeps up to this long instead of spinning or polling: the
   /// handlers' threads are busy anyway, and the runs that finish meanwhile
   /// are handed over in fuller batches. It wakes early when the backlog

@@ -115,10 +115,13 @@ void reactor::raise(std::atomic<bool>& flag) noexcept {
 
 namespace {
 // The backlog that starts a doze, and the one that ends it early: with
-// batches of max_batch, some batches' worth, so that the handlers' thread
-// still has work queued while the loop wakes, takes in and posts the next.
+// batches of max_batch, two batches' worth (one left when it ends), so that
+// the handlers' thread still has work queued while the loop wakes, takes in
+// and posts the next. Four batches and 256 were out of reach at 256 runs in
+// flight, where the reactor then spun a core beside the handlers' thread
+// (docs/PERFORMANCE.md, "A longer doze").
 std::int64_t doze_high(const runtime_options& o) noexcept {
-  return std::max<std::int64_t>(256, 4 * static_cast<std::int64_t>(o.max_batch));
+  return std::max<std::int64_t>(128, 2 * static_cast<std::int64_t>(o.max_batch));
 }
 }  // namespace
 
