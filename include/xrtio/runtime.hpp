@@ -32,9 +32,11 @@ struct runtime_options {
   /// are handed over in fuller batches. It wakes early when the backlog
   /// falls to half that, for a cancellation, a lease release, an abort's
   /// end, file pool completions or the runtime's destruction, and dozes
-  /// again only after half a batch of handlers began and, after a doze the
-  /// backlog outlasted, only once it fell below where it stood (so a
-  /// backlog nobody runs costs other clients one doze). 1 ms: at thousands
+  /// again only after half a batch of handlers began and, after two dozes
+  /// in a row during which none began, only once handlers for half the
+  /// backlog began (so a backlog nobody runs costs other clients a doze per
+  /// backlog / 2 of their runs). Meanwhile file transfers submitted from
+  /// any thread wait for its end to start. 1 ms: at thousands
   /// of runs in flight, 100 us let the reactor wake, pass and post between
   /// the handlers' drains (docs/PERFORMANCE.md, "A longer doze"). Meanwhile new submissions
   /// (from any thread), device completions and the deadlines of runs not

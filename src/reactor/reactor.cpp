@@ -160,21 +160,21 @@ bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
   // trip of a second io_context).
   auto begun = handlers_begun_.load(std::memory_order_relaxed);
   if (begun_at_doze_ && begun - *begun_at_doze_ < std::max(1u, opts_.max_batch / 2)) return false;
-  // And after a doze during which the backlog stalled (it slept its whole
-  // length and fewer than half a batch of handlers began: nobody runs them,
-  // or their thread is busy elsewhere, as while it submits thousands of
-  // runs), only once handlers for half that doze's backlog began since it
-  // began: other contexts' handlers begin between dozes (the count above)
-  // while a stalled backlog stays, and each half batch of theirs would
-  // otherwise buy them a whole doze (one doze per 32 runs of another
-  // io_context: at backlog_doze 1 ms, 31 us more per run on average; now
-  // one per backlog / 2 of them). A doze whose handlers ran, the usual one,
-  // does not count.
-  if (doze_stalled_ && begun_at_doze_ &&
+  // And after two dozes in a row during which the backlog stalled (each
+  // slept its whole backlog_doze and fewer than half a batch of handlers
+  // began: nobody runs them, or their thread is busy elsewhere, as while it
+  // submits thousands of runs), only once handlers for half the last one's
+  // backlog began since it began: other contexts' handlers begin between
+  // dozes (the count above) while a stalled backlog stays, and each half
+  // batch of theirs would otherwise buy them a whole doze (one doze per 32
+  // runs of another io_context: at backlog_doze 1 ms, 31 us more per run on
+  // average; now one per backlog / 2 of them). Handlers are counted when
+  // their batch begins, so one doze can see none begin while a batch of
+  // slow handlers (over backlog_doze for the batch) is being run: two in a
+  // row are asked for before the backlog is taken for stalled.
+  if (doze_stalls_ >= 2 && begun_at_doze_ &&
       begun - *begun_at_doze_ < static_cast<std::uint64_t>(std::max<std::int64_t>(1, backlog_at_doze_ / 2)))
     return false;
-  begun_at_doze_ = begun;
-  backlog_at_doze_ = queued;
   dozing_.store(true, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (queued_handlers_.load(std::memory_order_seq_cst) < high / 2 || cancel_pending_.load() ||
@@ -182,14 +182,21 @@ bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
     dozing_.store(false, std::memory_order_relaxed);
     return true;  // pass again at once: something is to be done
   }
+  // The counts the rules above measure from: those of the last doze that
+  // slept (one given up at once, above, changes nothing).
+  begun_at_doze_ = begun;
+  backlog_at_doze_ = queued;
   reactor_counters::bump(counters_.dozes);
-  auto until = std::min(found.next_deadline, saturating_deadline(now, opts_.backlog_doze));
+  auto limit = saturating_deadline(now, opts_.backlog_doze);
+  auto until = std::min(found.next_deadline, limit);
   (void)waiter_.wait(until, {});
   dozing_.store(false, std::memory_order_relaxed);
-  // Stalled: slept its whole length (not ended early, nor by a notify left
-  // pending) with next to no handler begun meanwhile.
-  doze_stalled_ = handlers_begun_.load(std::memory_order_relaxed) - begun < std::max(1u, opts_.max_batch / 2) &&
-                  clock::now() >= until;
+  // Stalled: slept its whole backlog_doze (not ended early by the backlog,
+  // a request, a notify left pending, nor cut short by a deadline) with
+  // next to no handler begun meanwhile. Any progress clears the count; a
+  // doze that ended early without progress tells nothing and keeps it.
+  if (handlers_begun_.load(std::memory_order_relaxed) - begun >= std::max(1u, opts_.max_batch / 2)) doze_stalls_ = 0;
+  else if (until == limit && clock::now() >= until) ++doze_stalls_;
   // The wait may have taken a submitter's notify left pending by a sleep
   // that ended before its wait (sleep(): work seen after the announce).
   // wake_pending_ still says one is on its way, so later submitters would

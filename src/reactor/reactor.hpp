@@ -237,11 +237,12 @@ class reactor final : public access_listener {
   std::atomic<bool> dozing_{false};
   // Loop only: handlers_begun_ when the last doze began (none yet: any).
   std::optional<std::uint64_t> begun_at_doze_;
-  // The backlog when the last doze began, and whether that doze stalled
-  // (slept its whole length while fewer than half a batch of handlers
-  // began: the next waits for half that backlog's handlers). Loop only.
+  // The backlog when the last doze that slept began, and how many dozes in
+  // a row stalled (slept their whole backlog_doze while fewer than half a
+  // batch of handlers began; from two on, the next waits for half that
+  // backlog's handlers). Loop only.
   std::int64_t backlog_at_doze_ = 0;
-  bool doze_stalled_ = false;
+  unsigned doze_stalls_ = 0;
   // Rarely set (cancellations, lease releases, stop), read on every pass.
   alignas(64) std::atomic<bool> cancel_pending_{false};
   std::atomic<bool> retry_pending_{false};

@@ -23,9 +23,11 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build "${BIN}/package-test/build" RES
 if(r)
   message(FATAL_ERROR "build of the consumer failed: ${r}")
 endif()
-# Runs a built consumer (under the emulator of a cross build); fails the test if it fails.
+# Runs a built consumer (under the emulator of a cross build); fails the test
+# if it fails. LD_LIBRARY_PATH finds a shared libxrtio in the scratch prefix.
 function(run_consumer name)
-  execute_process(COMMAND ${EMULATOR} "${BIN}/package-test/build/${name}" RESULT_VARIABLE r OUTPUT_VARIABLE out)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${prefix}/lib:${prefix}/lib64:$ENV{LD_LIBRARY_PATH}"
+                          ${EMULATOR} "${BIN}/package-test/build/${name}" RESULT_VARIABLE r OUTPUT_VARIABLE out)
   message(STATUS "${name} printed: ${out}")
   if(r)
     message(FATAL_ERROR "${name} failed: ${r}")
@@ -107,4 +109,15 @@ else()
     message(FATAL_ERROR "the build through pkg-config failed (${r}): ${err}")
   endif()
   run_consumer(consumer_pc)
+  # The XRT consumer through the same flags: xrtio/xrt_native.hpp needs
+  # XRT's include directory, which xrtio.pc gives with XRT.
+  if(WITH_XRT)
+    set(cmd ${CXX} -std=c++20 ${flag_list} "${SRC}/tests/package/xrt_native.cpp" ${pc_list}
+        -o "${BIN}/package-test/build/consumer_pc_xrt")
+    execute_process(COMMAND ${cmd} RESULT_VARIABLE r ERROR_VARIABLE err)
+    if(r)
+      message(FATAL_ERROR "the XRT consumer's build through pkg-config failed (${r}): ${err}")
+    endif()
+    run_consumer(consumer_pc_xrt)
+  endif()
 endif()
