@@ -102,22 +102,19 @@ else()
     endif()
   endforeach()
   separate_arguments(pc_list UNIX_COMMAND "${pc_flags}")
-  set(cmd ${CXX} -std=c++20 ${flag_list} "${SRC}/tests/package/main.cpp" ${pc_list}
-      -o "${BIN}/package-test/build/consumer_pc")
-  execute_process(COMMAND ${cmd} RESULT_VARIABLE r ERROR_VARIABLE err)
-  if(r)
-    message(FATAL_ERROR "the build through pkg-config failed (${r}): ${err}")
-  endif()
-  run_consumer(consumer_pc)
+  # Builds `source` with those flags as `name`, then runs it.
+  function(build_with_pc name source)
+    execute_process(COMMAND ${CXX} -std=c++20 ${flag_list} "${SRC}/tests/package/${source}" ${pc_list}
+                            -o "${BIN}/package-test/build/${name}" RESULT_VARIABLE r ERROR_VARIABLE err)
+    if(r)
+      message(FATAL_ERROR "${name}: the build through pkg-config failed (${r}): ${err}")
+    endif()
+    run_consumer(${name})
+  endfunction()
+  build_with_pc(consumer_pc main.cpp)
   # The XRT consumer through the same flags: xrtio/xrt_native.hpp needs
   # XRT's include directory, which xrtio.pc gives with XRT.
   if(WITH_XRT)
-    set(cmd ${CXX} -std=c++20 ${flag_list} "${SRC}/tests/package/xrt_native.cpp" ${pc_list}
-        -o "${BIN}/package-test/build/consumer_pc_xrt")
-    execute_process(COMMAND ${cmd} RESULT_VARIABLE r ERROR_VARIABLE err)
-    if(r)
-      message(FATAL_ERROR "the XRT consumer's build through pkg-config failed (${r}): ${err}")
-    endif()
-    run_consumer(consumer_pc_xrt)
+    build_with_pc(consumer_pc_xrt xrt_native.cpp)
   endif()
 endif()
