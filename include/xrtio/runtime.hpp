@@ -35,13 +35,12 @@ struct runtime_options {
   /// again only after half a batch of handlers began and, after two dozes
   /// in a row during which none began, only once handlers for half the
   /// backlog began (so a backlog nobody runs costs other clients a doze per
-  /// backlog / 2 of their runs). Meanwhile file transfers submitted from
-  /// any thread wait for its end to start. 1 ms: at thousands
-  /// of runs in flight, 100 us let the reactor wake, pass and post between
-  /// the handlers' drains (docs/PERFORMANCE.md, "A longer doze"). Meanwhile new submissions
-  /// (from any thread), device completions and the deadlines of runs not
-  /// yet taken in wait for its end (docs/DESIGN.md, "The reactor dozes
-  /// while handlers are behind"). 0 = never.
+  /// backlog / 2 of their runs). Meanwhile new submissions (from any
+  /// thread; file transfers start only at its end), device completions and
+  /// the deadlines of runs not yet taken in wait for its end (docs/DESIGN.md,
+  /// "The reactor dozes while handlers are behind"). 1 ms: at thousands of
+  /// runs in flight, 100 us let the reactor wake, pass and post between the
+  /// handlers' drains (docs/PERFORMANCE.md, "A longer doze"). 0 = never.
   std::chrono::nanoseconds backlog_doze = std::chrono::milliseconds(1);
   /// Longest sleep between polls while runs are in flight on a device that
   /// offers no completion event (and a safety net when it does).
