@@ -25,8 +25,9 @@ struct runtime_options {
   /// that submitted a run from one of its handlers lingers in its io_context
   /// for the completion ("The io thread lingers"). 0 = never spin or linger.
   std::chrono::nanoseconds spin_window = std::chrono::microseconds(40);
-  /// While the handlers of runs it has completed have a backlog (at least
-  /// 2 x max_batch, and 128, posted to their executors and not yet begun),
+  /// While the handlers of runs it has completed have a backlog (posted to
+  /// their executors and not yet begun: at least 2 x max_batch and 128, or a
+  /// quarter of the runs in flight and unbegun if that is fewer, and 16),
   /// the reactor sleeps up to this long instead of spinning or polling: the
   /// handlers' threads are busy anyway, and the runs that finish meanwhile
   /// are handed over in fuller batches. It wakes early when the backlog

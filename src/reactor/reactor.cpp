@@ -114,14 +114,20 @@ void reactor::raise(std::atomic<bool>& flag) noexcept {
 }
 
 namespace {
-// The backlog that starts a doze, and the one that ends it early: with
-// batches of max_batch, two batches' worth (one left when it ends), so that
-// the handlers' thread still has work queued while the loop wakes, takes in
-// and posts the next. Four batches and 256 were out of reach at 256 runs in
-// flight, where the reactor then spun a core beside the handlers' thread
-// (docs/PERFORMANCE.md, "A longer doze").
-std::int64_t doze_high(const runtime_options& o) noexcept {
-  return std::max<std::int64_t>(128, 2 * static_cast<std::int64_t>(o.max_batch));
+// The backlog that starts a doze (half of it ends the doze early), given the
+// runs in flight and the handlers not yet begun: with batches of max_batch,
+// two batches' worth (one left when it ends), so that the handlers' thread
+// still has work queued while the loop wakes, takes in and posts the next.
+// Four batches and 256 were out of reach at 256 runs in flight, where the
+// reactor then spun a core beside the handlers' thread (docs/PERFORMANCE.md,
+// "A longer doze"); two batches were out of reach at 64, where it did the
+// same: so at most a quarter of those in flight, and at least 16, below
+// which a backlog is a few microseconds of handlers ("The doze at a few
+// dozen runs in flight").
+std::int64_t doze_high(const runtime_options& o, std::uint64_t in_flight) noexcept {
+  auto batches = std::max<std::int64_t>(128, 2 * static_cast<std::int64_t>(o.max_batch));
+  auto quarter = static_cast<std::int64_t>(std::min<std::uint64_t>(in_flight / 4, std::uint64_t(batches)));
+  return std::max<std::int64_t>(16, quarter);
 }
 }  // namespace
 
@@ -134,7 +140,7 @@ void reactor::handlers_begun(std::size_t n) noexcept {
   // the backlog, then reads dozing_: one of the two sees the other (the
   // fence for qemu-user, as in announce_sleep).
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (left < doze_high(opts_) / 2 && dozing_.load(std::memory_order_seq_cst)) end_doze();
+  if (dozing_.load(std::memory_order_seq_cst) && left < doze_low_.load(std::memory_order_relaxed)) end_doze();
 }
 
 void reactor::end_doze() noexcept {
@@ -150,8 +156,8 @@ void reactor::end_doze() noexcept {
 // are behind").
 bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
   if (opts_.backlog_doze.count() == 0 || shutting_down_) return false;
-  auto high = doze_high(opts_);
   auto queued = queued_handlers_.load(std::memory_order_relaxed);
+  auto high = doze_high(opts_, counters_.in_flight.load(std::memory_order_relaxed) + std::uint64_t(std::max<std::int64_t>(0, queued)));
   if (queued < high) return false;
   // Only while the handlers work the backlog off: at least half a batch
   // begun since the last doze began. A backlog nobody runs (an io_context
@@ -175,6 +181,7 @@ bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
   if (doze_stalls_ >= 2 && begun_at_doze_ &&
       begun - *begun_at_doze_ < static_cast<std::uint64_t>(std::max<std::int64_t>(1, backlog_at_doze_ / 2)))
     return false;
+  doze_low_.store(high / 2, std::memory_order_relaxed);
   dozing_.store(true, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (queued_handlers_.load(std::memory_order_seq_cst) < high / 2 || cancel_pending_.load() ||

@@ -235,6 +235,10 @@ class reactor final : public access_listener {
   alignas(64) std::atomic<std::int64_t> queued_handlers_{0};
   std::atomic<std::uint64_t> handlers_begun_{0};  // ever, for the doze's progress rule
   std::atomic<bool> dozing_{false};
+  // The backlog below which the current doze ends (half the one that began
+  // it; doze_high in reactor.cpp): set by the loop before it dozes, read by
+  // the handlers' threads.
+  std::atomic<std::int64_t> doze_low_{0};
   // Loop only: handlers_begun_ when the last doze began (none yet: any).
   std::optional<std::uint64_t> begun_at_doze_;
   // The backlog when the last doze that slept began, and how many dozes in
