@@ -2,10 +2,12 @@
 // dozes while handlers are behind"; runtime_options::backlog_doze): with
 // many completions posted and not yet begun, the reactor sleeps instead of
 // spinning, and wakes early when the backlog falls, for a cancellation and
-// for the runtime's destruction. These cases give it a doze of 30 s, so that
-// a missing early wake-up shows as a case that does not finish in time, and
-// check the backlog's count returns to zero on every path (a count left
-// high would make an idle reactor doze for ever).
+// for the runtime's destruction. The early-end cases give it a doze of 30 s,
+// so that a missing early wake-up shows as a case that does not finish in
+// time; the cases for a backlog nobody runs give it 2 ms and count dozes;
+// the threshold's cases use the default. They check the backlog's count
+// returns to zero on every path (a count left high would make an idle
+// reactor doze for ever).
 #include <doctest/doctest.h>
 
 #include <asio.hpp>
@@ -276,4 +278,52 @@ TEST_CASE("backlog doze: a backlog nobody runs costs another io_context's runs o
   t.join();
   CHECK(chained == 2000);
   CHECK(s.rt.stats().dozes - before <= 2 + 2000 / (backlog_runs / 2) + 1);
+}
+
+TEST_CASE("backlog doze: a few dozen completions nobody runs cost another io_context's runs one doze, and dozing "
+          "resumes once they run") {
+  // 20 completions sit in an io_context not run: a backlog past the reduced
+  // threshold (16 of 20 outstanding) that no doze can bring below its end
+  // mark (8). The first doze sleeps its whole 2 ms; after it the full
+  // threshold (128) applies, so the 2000 chained runs of a second
+  // io_context cost no more dozes (with the reduced threshold kept: one per
+  // half batch of them, about 62).
+  xrtio::runtime_options o;
+  o.backlog_doze = 2ms;
+  sim_runtime s(o);
+  asio::io_context dead;
+  std::atomic<int> ran{0}, failed{0};
+  constexpr int stuck = 20;
+  queue_backlog(s, dead, stuck, ran, failed);
+  asio::io_context io;
+  int chained = 0;
+  std::function<void()> next = [&] {
+    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                       CHECK(!ec);
+                       if (++chained < 2000) next();
+                     }));
+  };
+  auto before = s.rt.stats().dozes;
+  asio::post(io, next);
+  std::thread t([&] { io.run_for(20s); });
+  t.join();
+  CHECK(chained == 2000);
+  CHECK(s.rt.stats().dozes - before <= 1);
+  // Once the stuck ones run, a backlog of a quarter of those outstanding
+  // dozes again.
+  dead.run();
+  CHECK(ran == stuck);
+  CHECK(failed == 0);
+  asio::io_context later;
+  std::atomic<int> ran2{0}, failed2{0};
+  auto before2 = s.rt.stats().dozes;
+  for (int i = 0; i < 64; ++i)
+    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(later, [&](std::error_code ec, xrtio::run_result) {
+                       if (ec) ++failed2;
+                       ++ran2;
+                     }));
+  CHECK(eventually([&] { return s.rt.stats().dozes > before2; }));
+  later.run();
+  CHECK(ran2 == 64);
+  CHECK(failed2 == 0);
 }

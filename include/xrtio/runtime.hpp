@@ -27,7 +27,8 @@ struct runtime_options {
   std::chrono::nanoseconds spin_window = std::chrono::microseconds(40);
   /// While the handlers of runs it has completed have a backlog (posted to
   /// their executors and not yet begun: at least 2 x max_batch and 128, or a
-  /// quarter of the runs in flight and unbegun if that is fewer, and 16),
+  /// quarter of the runs in flight and unbegun if that is fewer, but at
+  /// least 16),
   /// the reactor sleeps up to this long instead of spinning or polling: the
   /// handlers' threads are busy anyway, and the runs that finish meanwhile
   /// are handed over in fuller batches. It wakes early when the backlog

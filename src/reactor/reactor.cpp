@@ -115,18 +115,20 @@ void reactor::raise(std::atomic<bool>& flag) noexcept {
 
 namespace {
 // The backlog that starts a doze (half of it ends the doze early), given the
-// runs in flight and the handlers not yet begun: with batches of max_batch,
-// two batches' worth (one left when it ends), so that the handlers' thread
-// still has work queued while the loop wakes, takes in and posts the next.
-// Four batches and 256 were out of reach at 256 runs in flight, where the
-// reactor then spun a core beside the handlers' thread (docs/PERFORMANCE.md,
-// "A longer doze"); two batches were out of reach at 64, where it did the
-// same: so at most a quarter of those in flight, and at least 16, below
-// which a backlog is a few microseconds of handlers ("The doze at a few
-// dozen runs in flight").
-std::int64_t doze_high(const runtime_options& o, std::uint64_t in_flight) noexcept {
+// runs outstanding (in flight, or done with their handlers not yet begun).
+// With many, two batches of max_batch (one left when it ends), so that the
+// handlers' thread still has work queued while the loop wakes, takes in and
+// posts the next; four batches and 256 were out of reach at 256 runs in
+// flight, where the reactor then spun a core beside the handlers' thread
+// (docs/PERFORMANCE.md, "A longer doze"). Two batches were out of reach at
+// 64, where it did the same: so at most a quarter of those outstanding.
+// There the handlers' thread may run dry before the loop is back (8
+// handlers are less than a wake-up), which measured cheaper than a reactor
+// spinning beside it ("The doze at a few dozen runs in flight"). At least
+// 16: below that a backlog is a few microseconds of handlers.
+std::int64_t doze_high(const runtime_options& o, std::uint64_t outstanding) noexcept {
   auto batches = std::max<std::int64_t>(128, 2 * static_cast<std::int64_t>(o.max_batch));
-  auto quarter = static_cast<std::int64_t>(std::min<std::uint64_t>(in_flight / 4, std::uint64_t(batches)));
+  auto quarter = static_cast<std::int64_t>(std::min<std::uint64_t>(outstanding / 4, std::uint64_t(batches)));
   return std::max<std::int64_t>(16, quarter);
 }
 }  // namespace
@@ -141,6 +143,11 @@ void reactor::handlers_begun(std::size_t n) noexcept {
   // fence for qemu-user, as in announce_sleep).
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (dozing_.load(std::memory_order_seq_cst) && left < doze_low_.load(std::memory_order_relaxed)) end_doze();
+  // The backlog a whole doze left (reactor::doze) has fallen: the reduced
+  // threshold is back. Seen here, where the backlog falls (the loop may
+  // sleep meanwhile, and next see it already high again).
+  if (auto stuck = stuck_low_.load(std::memory_order_relaxed); stuck && left < stuck)
+    stuck_low_.store(0, std::memory_order_relaxed);
 }
 
 void reactor::end_doze() noexcept {
@@ -157,7 +164,19 @@ void reactor::end_doze() noexcept {
 bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
   if (opts_.backlog_doze.count() == 0 || shutting_down_) return false;
   auto queued = queued_handlers_.load(std::memory_order_relaxed);
-  auto high = doze_high(opts_, counters_.in_flight.load(std::memory_order_relaxed) + std::uint64_t(std::max<std::int64_t>(0, queued)));
+  auto outstanding = counters_.in_flight.load(std::memory_order_relaxed) + std::uint64_t(std::max<std::int64_t>(0, queued));
+  auto high = doze_high(opts_, outstanding);
+  // A reduced threshold that a whole doze did not bring down is taken for a
+  // backlog nobody runs (a dead io_context's few completions) rather than a
+  // busy handlers' thread, whose backlog of a few dozen drains within
+  // microseconds: the full one (two batches) applies until the backlog
+  // falls below that doze's end mark. Otherwise a stuck 8-127 would keep
+  // every doze from ending early, one whole doze per half batch of another
+  // context's runs.
+  if (auto stuck = stuck_low_.load(std::memory_order_relaxed)) {
+    if (queued < stuck) stuck_low_.store(0, std::memory_order_relaxed);
+    else high = doze_high(opts_, std::uint64_t(-1));
+  }
   if (queued < high) return false;
   // Only while the handlers work the backlog off: at least half a batch
   // begun since the last doze began. A backlog nobody runs (an io_context
@@ -202,8 +221,10 @@ bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
   // a request, a notify left pending, nor cut short by a deadline) with
   // next to no handler begun meanwhile. Any progress clears the count; a
   // doze that ended early without progress tells nothing and keeps it.
+  bool whole = until == limit && clock::now() >= until;
   if (handlers_begun_.load(std::memory_order_relaxed) - begun >= std::max(1u, opts_.max_batch / 2)) doze_stalls_ = 0;
-  else if (until == limit && clock::now() >= until) ++doze_stalls_;
+  else if (whole) ++doze_stalls_;
+  if (whole && high < doze_high(opts_, std::uint64_t(-1))) stuck_low_.store(high / 2, std::memory_order_relaxed);
   // The wait may have taken a submitter's notify left pending by a sleep
   // that ended before its wait (sleep(): work seen after the announce).
   // wake_pending_ still says one is on its way, so later submitters would

@@ -239,6 +239,11 @@ class reactor final : public access_listener {
   // it; doze_high in reactor.cpp): set by the loop before it dozes, read by
   // the handlers' threads.
   std::atomic<std::int64_t> doze_low_{0};
+  // Set by the loop when a doze at a reduced threshold (below two batches)
+  // slept its whole backlog_doze: that doze's end mark, below which the
+  // backlog must fall (seen by the loop or a handlers' thread, which clear
+  // it) before reduced thresholds apply again (reactor::doze). 0: none.
+  std::atomic<std::int64_t> stuck_low_{0};
   // Loop only: handlers_begun_ when the last doze began (none yet: any).
   std::optional<std::uint64_t> begun_at_doze_;
   // The backlog when the last doze that slept began, and how many dozes in
@@ -247,6 +252,7 @@ class reactor final : public access_listener {
   // backlog's handlers). Loop only.
   std::int64_t backlog_at_doze_ = 0;
   unsigned doze_stalls_ = 0;
+
   // Rarely set (cancellations, lease releases, stop), read on every pass.
   alignas(64) std::atomic<bool> cancel_pending_{false};
   std::atomic<bool> retry_pending_{false};
