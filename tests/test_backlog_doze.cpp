@@ -13,6 +13,7 @@
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -54,6 +55,24 @@ void queue_backlog(sim_runtime& s, asio::io_context& io, int n, std::atomic<int>
                        ++ran;
                      }));
   REQUIRE(eventually([&] { return s.rt.stats().dozes > 0; }));
+}
+
+/// Runs `count` noop runs one after the other (each submitted by the last
+/// one's handler) on an io_context of their own, run on a new thread for
+/// up to 20 s; returns how many completed.
+int chain_runs(sim_runtime& s, int count) {
+  asio::io_context io;
+  int chained = 0;
+  std::function<void()> next = [&] {
+    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                       CHECK(!ec);
+                       if (++chained < count) next();
+                     }));
+  };
+  asio::post(io, next);
+  std::thread t([&] { io.run_for(20s); });
+  t.join();
+  return chained;
 }
 
 }  // namespace
@@ -264,19 +283,8 @@ TEST_CASE("backlog doze: a backlog nobody runs costs another io_context's runs o
   asio::io_context dead;
   std::atomic<int> ran{0}, failed{0};
   queue_backlog(s, dead, backlog_runs, ran, failed);
-  asio::io_context io;
-  int chained = 0;
-  std::function<void()> next = [&] {
-    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
-                       CHECK(!ec);
-                       if (++chained < 2000) next();
-                     }));
-  };
   auto before = s.rt.stats().dozes;
-  asio::post(io, next);
-  std::thread t([&] { io.run_for(20s); });
-  t.join();
-  CHECK(chained == 2000);
+  CHECK(chain_runs(s, 2000) == 2000);
   CHECK(s.rt.stats().dozes - before <= 2 + 2000 / (backlog_runs / 2) + 1);
 }
 
@@ -295,19 +303,8 @@ TEST_CASE("backlog doze: a few dozen completions nobody runs cost another io_con
   std::atomic<int> ran{0}, failed{0};
   constexpr int stuck = 20;
   queue_backlog(s, dead, stuck, ran, failed);
-  asio::io_context io;
-  int chained = 0;
-  std::function<void()> next = [&] {
-    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
-                       CHECK(!ec);
-                       if (++chained < 2000) next();
-                     }));
-  };
   auto before = s.rt.stats().dozes;
-  asio::post(io, next);
-  std::thread t([&] { io.run_for(20s); });
-  t.join();
-  CHECK(chained == 2000);
+  CHECK(chain_runs(s, 2000) == 2000);
   CHECK(s.rt.stats().dozes - before <= 1);
   // Once the stuck ones run, a backlog of a quarter of those outstanding
   // dozes again.
