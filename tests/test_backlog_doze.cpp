@@ -17,6 +17,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "sim_runtime.hpp"
 #include "xrtio/xrtio.hpp"
@@ -99,6 +100,40 @@ TEST_CASE("backlog doze: with 64 runs in flight it starts at a quarter of them, 
   io.run();
   CHECK(ran == 64);
   CHECK(failed == 0);
+}
+
+TEST_CASE("backlog doze: with 240 runs outstanding, 40 completions unbegun are below the quarter (60): no doze") {
+  // Runs 1-200 hang on the device (in flight, until cancelled); runs
+  // 201-240 complete into an io_context not run. 40 is past 16 but below a
+  // quarter of the 240 outstanding, so the reactor does not doze: the
+  // threshold follows the runs outstanding, it is not a fixed small one.
+  constexpr int hung = 200, done = 40;
+  xrtio::sim::device_config cfg;
+  for (int i = 1; i <= hung; ++i)
+    cfg.faults.push_back({.kernel = "noop", .run_number = std::uint64_t(i), .what = xrtio::sim::fault::hang});
+  sim_runtime s({}, std::move(cfg));
+  asio::io_context hung_io, idle;
+  std::vector<asio::cancellation_signal> sigs(hung);
+  std::atomic<int> aborted{0}, ran{0};
+  for (auto& sig : sigs)
+    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_cancellation_slot(
+                                                sig.slot(), asio::bind_executor(hung_io, [&](std::error_code ec, xrtio::run_result) {
+                                                  if (ec == asio::error::operation_aborted) ++aborted;
+                                                })));
+  for (int i = 0; i < done; ++i)
+    xrtio::async_run(s.ctx.kernel("noop"), asio::bind_executor(idle, [&](std::error_code ec, xrtio::run_result) {
+                       CHECK(!ec);
+                       ++ran;
+                     }));
+  REQUIRE(eventually([&] { return s.rt.stats().completed >= done; }));
+  std::this_thread::sleep_for(20ms);
+  CHECK(s.rt.stats().in_flight == hung);
+  CHECK(s.rt.stats().dozes == 0);
+  for (auto& sig : sigs) sig.emit(asio::cancellation_type::terminal);
+  hung_io.run_for(10s);
+  CHECK(aborted == hung);
+  idle.run();
+  CHECK(ran == done);
 }
 
 TEST_CASE("backlog doze: below 16 runs in flight it never starts") {

@@ -37,7 +37,8 @@ struct runtime_options {
   /// again only after half a batch of handlers began and, after two dozes
   /// in a row during which none began, only once handlers for half the
   /// backlog began (so a backlog nobody runs costs other clients a doze per
-  /// backlog / 2 of their runs). Meanwhile new submissions (from any
+  /// backlog / 2 of their runs; below 2 x max_batch and 128, one doze in
+  /// all, after which the full threshold applies until it falls). Meanwhile new submissions (from any
   /// thread; file transfers start only at its end), device completions and
   /// the deadlines of runs not yet taken in wait for its end (docs/DESIGN.md,
   /// "The reactor dozes while handlers are behind"). 1 ms: at thousands of

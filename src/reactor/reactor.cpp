@@ -126,9 +126,11 @@ namespace {
 // handlers are less than a wake-up), which measured cheaper than a reactor
 // spinning beside it ("The doze at a few dozen runs in flight"). At least
 // 16: below that a backlog is a few microseconds of handlers.
+std::int64_t doze_full(const runtime_options& o) noexcept {
+  return std::max<std::int64_t>(128, 2 * static_cast<std::int64_t>(o.max_batch));
+}
 std::int64_t doze_high(const runtime_options& o, std::uint64_t outstanding) noexcept {
-  auto batches = std::max<std::int64_t>(128, 2 * static_cast<std::int64_t>(o.max_batch));
-  auto quarter = static_cast<std::int64_t>(std::min<std::uint64_t>(outstanding / 4, std::uint64_t(batches)));
+  auto quarter = static_cast<std::int64_t>(std::min<std::uint64_t>(outstanding / 4, std::uint64_t(doze_full(o))));
   return std::max<std::int64_t>(16, quarter);
 }
 }  // namespace
@@ -175,7 +177,7 @@ bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
   // context's runs.
   if (auto stuck = stuck_low_.load(std::memory_order_relaxed)) {
     if (queued < stuck) stuck_low_.store(0, std::memory_order_relaxed);
-    else high = doze_high(opts_, std::uint64_t(-1));
+    else high = doze_full(opts_);
   }
   if (queued < high) return false;
   // Only while the handlers work the backlog off: at least half a batch
@@ -224,7 +226,7 @@ bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
   bool whole = until == limit && clock::now() >= until;
   if (handlers_begun_.load(std::memory_order_relaxed) - begun >= std::max(1u, opts_.max_batch / 2)) doze_stalls_ = 0;
   else if (whole) ++doze_stalls_;
-  if (whole && high < doze_high(opts_, std::uint64_t(-1))) stuck_low_.store(high / 2, std::memory_order_relaxed);
+  if (whole && high < doze_full(opts_)) stuck_low_.store(high / 2, std::memory_order_relaxed);
   // The wait may have taken a submitter's notify left pending by a sleep
   // that ended before its wait (sleep(): work seen after the announce).
   // wake_pending_ still says one is on its way, so later submitters would
