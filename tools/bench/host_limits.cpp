@@ -1,14 +1,20 @@
-// The three host limits: spin ping-pong, eventfd ping-pong, and asio::post
-// into a sleeping io_context, each a median of many samples.
+// The host limits: spin ping-pong, eventfd ping-pong, asio::post into a
+// sleeping io_context, and the one-hop and two-hop wake-ups of sleeping
+// threads as the contenders pay them at one run in flight; each a median of
+// many samples.
 #include "host_limits.hpp"
 
 #include <fcntl.h>
+#include <liburing.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <asio.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -224,6 +230,151 @@ double asio_post_sleeping_p50_us(int samples) {
   return median(std::move(us));
 }
 
+
+// The two wake-up chains below: the signaling thread (a device's, which
+// sleeps between runs) waits until every thread of the chain is asleep,
+// stamps, writes `signal`, and sleeps in read() on `back` until the last
+// thread has stamped. Not pinned: the scheduler places the threads as it
+// places the contenders' (on an idle CPU of this VM a wake-up costs several
+// times one on a busy one, and that is what a run's completion meets).
+struct wake_cost {
+  double p50_us = NAN;
+  double cpu_us = NAN;  // per round, the woken threads'
+};
+
+struct wake_chain {
+  int signal = ::eventfd(0, EFD_CLOEXEC);
+  int back = ::eventfd(0, EFD_CLOEXEC);
+  // The chain's end (clk ticks), stored before `back` is written.
+  std::atomic<clk::rep> stamped{0};
+  std::atomic<double> cpu_us{0};  // the woken threads' CPU time, all rounds
+  ~wake_chain() {
+    if (signal >= 0) ::close(signal);
+    if (back >= 0) ::close(back);
+  }
+  bool ok() const { return signal >= 0 && back >= 0; }
+  void end() {
+    stamped.store(clk::now().time_since_epoch().count(), std::memory_order_release);
+    signal_fd(back);
+  }
+  // `sleepers`: the chain's threads (their tids), each asleep before a round.
+  std::vector<double> rounds(int samples, std::vector<pid_t> sleepers) {
+    std::vector<int> stat_fds;
+    for (pid_t t : sleepers) stat_fds.push_back(open_task_stat(t));
+    std::vector<double> us;
+    us.reserve(std::size_t(samples));
+    for (int i = 0; i < warm_up_rounds + samples; ++i) {
+      for (int& fd : stat_fds) until_asleep(fd);
+      auto t0 = clk::now();
+      signal_fd(signal);
+      await_fd(back);
+      auto t1 = clk::time_point(clk::duration(stamped.load(std::memory_order_acquire)));
+      if (i >= warm_up_rounds) us.push_back(us_since(t0, t1));
+    }
+    for (int fd : stat_fds)
+      if (fd >= 0) ::close(fd);
+    return us;
+  }
+};
+
+double thread_cpu_us() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) / 1e3;
+}
+
+// Adds the calling thread's CPU time since `from` to c.cpu_us.
+void add_cpu(wake_chain& c, double from) {
+  double add = thread_cpu_us() - from, cur = c.cpu_us.load();
+  while (!c.cpu_us.compare_exchange_weak(cur, cur + add)) {
+  }
+}
+
+template <class T>
+pid_t start_and_get_tid(std::thread& t, T body) {
+  std::atomic<pid_t> tid{0};
+  t = std::thread([&tid, body]() mutable {
+    tid.store(::gettid());
+    body();
+  });
+  while (tid.load() == 0) std::this_thread::yield();
+  return tid.load();
+}
+
+// One hop, as a thread blocked on its run pays it (blocking-threads): a
+// thread asleep in read() on an eventfd runs once it is written.
+wake_cost eventfd_wake(int samples) {
+  wake_chain c;
+  if (!c.ok()) return {};
+  const int rounds = warm_up_rounds + samples;
+  std::thread waiter;
+  pid_t tid = start_and_get_tid(waiter, [&c, rounds] {
+    set_thread_name("h:wake");
+    double cpu0 = thread_cpu_us();
+    for (int i = 0; i < rounds; ++i) {
+      await_fd(c.signal);
+      c.end();
+    }
+    add_cpu(c, cpu0);
+  });
+  std::vector<double> us;
+  std::thread signaler([&] {
+    set_thread_name("h:dev");
+    us = c.rounds(samples, {tid});
+  });
+  signaler.join();
+  waiter.join();
+  return {median(std::move(us)), c.cpu_us.load() / rounds};
+}
+
+// Two hops, as a completion reactor thread pays them (xrtio's default mode
+// at one run in flight): a thread asleep in io_uring_enter on a poll of an
+// eventfd wakes at its write, reads it and posts into an io_context asleep
+// in run(); the chain ends when the handler runs. NaN without io_uring
+// (qemu-user).
+wake_cost relay_post_sleeping(int samples) {
+  wake_chain c;
+  if (!c.ok()) return {};
+  io_uring ring;
+  if (io_uring_queue_init(4, &ring, 0) != 0) return {};
+  const int rounds = warm_up_rounds + samples;
+  asio::io_context io(1);
+  auto guard = asio::make_work_guard(io);
+  std::thread io_thread, relay;
+  pid_t io_tid = start_and_get_tid(io_thread, [&io, &c] {
+    set_thread_name("h:io");
+    double cpu0 = thread_cpu_us();
+    io.run();
+    add_cpu(c, cpu0);
+  });
+  pid_t relay_tid = start_and_get_tid(relay, [&c, &ring, &io, rounds] {
+    set_thread_name("h:relay");
+    double cpu0 = thread_cpu_us();
+    for (int i = 0; i < rounds;) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+      io_uring_prep_poll_add(sqe, c.signal, POLLIN);
+      io_uring_submit_and_wait(&ring, 1);
+      io_uring_cqe* cqe = nullptr;
+      while (io_uring_peek_cqe(&ring, &cqe) == 0) io_uring_cqe_seen(&ring, cqe);
+      await_fd(c.signal);  // readable: does not block
+      asio::post(io, [&c] { c.end(); });
+      ++i;
+    }
+    add_cpu(c, cpu0);
+  });
+  std::vector<double> us;
+  std::thread signaler([&] {
+    set_thread_name("h:dev");
+    us = c.rounds(samples, {relay_tid, io_tid});
+  });
+  signaler.join();
+  relay.join();
+  guard.reset();
+  io_thread.join();
+  io_uring_queue_exit(&ring);
+  return {median(std::move(us)), c.cpu_us.load() / rounds};
+}
+
 }  // namespace
 
 host_limits measure_host_limits(int samples) {
@@ -232,6 +383,14 @@ host_limits measure_host_limits(int samples) {
   h.spin_pingpong_p50_us = spin_pingpong_p50_us(samples);
   h.eventfd_pingpong_p50_us = eventfd_pingpong_p50_us(samples);
   h.asio_post_sleeping_p50_us = asio_post_sleeping_p50_us(samples);
+  // Each round of these waits for sleeping threads (tens of µs): fewer.
+  h.chain_samples = std::max(1, samples / 4);
+  auto one = eventfd_wake(h.chain_samples);
+  h.eventfd_wake_p50_us = one.p50_us;
+  h.eventfd_wake_cpu_us = one.cpu_us;
+  auto two = relay_post_sleeping(h.chain_samples);
+  h.relay_post_sleeping_p50_us = two.p50_us;
+  h.relay_post_sleeping_cpu_us = two.cpu_us;
   return h;
 }
 

@@ -20,9 +20,27 @@ struct host_limits {
   // CPU, like eventfd_pingpong. The limit for a completion that must wake a
   // sleeping loop.
   double asio_post_sleeping_p50_us = NAN;
+  // The wake-up chains a run's completion meets at one run in flight, with
+  // every thread asleep (the device's thread too, between rounds), not
+  // pinned (the scheduler places them as it places the contenders'):
+  int chain_samples = 0;  // per chain
+  // One hop, as blocking-threads pays it: a thread asleep in read() on an
+  // eventfd runs once another writes it.
+  double eventfd_wake_p50_us = NAN;
+  // Two hops, as a completion reactor thread pays them (xrtio's default
+  // mode): a thread asleep in io_uring_enter on a poll of an eventfd wakes
+  // at its write, reads it and posts into an io_context asleep in run():
+  // write -> handler runs. The floor for any design that observes the
+  // device on a thread of its own and resumes on the user's.
+  double relay_post_sleeping_p50_us = NAN;
+  // CPU time of the woken threads (not the writer's) per round, on average:
+  // what each chain costs the CPU besides the device's own thread.
+  double eventfd_wake_cpu_us = NAN;
+  double relay_post_sleeping_cpu_us = NAN;
 };
 
-// Measures the three hand-offs, `samples` round trips (or posts) each.
+// Measures the hand-offs: `samples` round trips (or posts) each, and
+// samples / 4 rounds of each wake-up chain.
 host_limits measure_host_limits(int samples);
 
 }  // namespace bench

@@ -26,6 +26,7 @@
 // latency (run_result::device_completed to the moment the waiting code runs
 // again) and resident memory. Each metric is the median over --repeat sweeps.
 // Before the sweep, the host limits (host_limits.hpp): three thread hand-offs
+// and two wake-up chains (one hop, two hops through a relay thread)
 // the contenders' resume latencies are read against.
 //
 // Contenders:

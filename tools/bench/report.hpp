@@ -21,7 +21,8 @@ void print_table(const std::vector<cell>& cells);
 // Throughput ratios: xrtio against each sim contender, xrtio@xrt and
 // xrtio-prepared@xrt against raw-xrt and raw-xrt-wait.
 void print_ratios(const std::vector<cell>& cells, const options& o, bool xrt);
-// Each contender's resume p50 at C = 1 over asio_post_sleeping and spin_pingpong.
+// Each contender's resume p50 at C = 1 over asio_post_sleeping, the relay
+// (two hops), the one-hop wake and spin_pingpong.
 void print_limit_ratios(const std::vector<cell>& cells, const host_limits& h);
 // Idle reactor wake-ups and the process's peak RSS.
 void print_process_summary(double idle_wakeups_per_s);

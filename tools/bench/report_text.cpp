@@ -104,8 +104,18 @@ void print_host_limits(const host_limits& h) {
               "                                      round trip\n",
               fmt(h.eventfd_pingpong_p50_us, "%.2f").c_str());
   std::printf("  asio_post_sleeping_p50_us %8s  asio::post from a spinning thread into an io_context asleep in run()\n"
-              "                                      on the same CPU: post -> handler runs\n\n",
+              "                                      on the same CPU: post -> handler runs\n",
               fmt(h.asio_post_sleeping_p50_us, "%.2f").c_str());
+  std::printf("  (median of %d rounds each, every thread asleep before a round, not pinned:)\n", h.chain_samples);
+  std::printf("  eventfd_wake_p50_us       %8s  one hop, as a thread blocked on its run pays it: a thread asleep in\n"
+              "                                      read() on an eventfd runs once it is written (its CPU: %s us per\n"
+              "                                      round, eventfd_wake_cpu_us)\n",
+              fmt(h.eventfd_wake_p50_us, "%.2f").c_str(), fmt(h.eventfd_wake_cpu_us, "%.2f").c_str());
+  std::printf("  relay_post_sleeping_p50_us %7s  two hops, as a completion reactor thread pays them: a thread asleep\n"
+              "                                      in io_uring_enter on a poll of an eventfd wakes at its write, reads\n"
+              "                                      it, posts into an io_context asleep in run(): write -> handler runs\n"
+              "                                      (the two threads' CPU: %s us per round, relay_post_sleeping_cpu_us)\n\n",
+              fmt(h.relay_post_sleeping_p50_us, "%.2f").c_str(), fmt(h.relay_post_sleeping_cpu_us, "%.2f").c_str());
   std::fflush(stdout);
 }
 
@@ -131,14 +141,16 @@ void print_limit_ratios(const std::vector<cell>& cells, const host_limits& h) {
   for (auto& c : cells) {
     if (c.reps.empty() || c.c != 1 || std::isnan(c.med.p50)) continue;
     if (first)
-      std::printf("\nresume p50 at C = 1 against the host limits (p50 / asio_post_sleeping_p50_us, "
-                  "p50 / spin_pingpong_p50_us):\n");
+      std::printf("\nresume p50 at C = 1 against the host limits (p50 over asio_post_sleeping_p50_us, "
+                  "relay_post_sleeping_p50_us,\neventfd_wake_p50_us and spin_pingpong_p50_us):\n");
     first = false;
     char where[48];
     if (is_xrt_contender(c.contender)) std::snprintf(where, sizeof where, "XRT no-op (%ld us)", c.latency_us);
     else std::snprintf(where, sizeof where, "L=%4ld us", c.latency_us);
-    std::printf("  %-18s %-18s p50 %7.1f us  %7sx asio-post-sleeping  %8sx spin-pingpong\n", where,
-                c.contender.c_str(), c.med.p50, fmt(c.med.p50 / h.asio_post_sleeping_p50_us, "%.2f").c_str(),
+    std::printf("  %-18s %-18s p50 %7.1f us  %6sx asio-post-sleeping  %6sx relay  %6sx wake  %7sx spin-pingpong\n",
+                where, c.contender.c_str(), c.med.p50, fmt(c.med.p50 / h.asio_post_sleeping_p50_us, "%.2f").c_str(),
+                fmt(c.med.p50 / h.relay_post_sleeping_p50_us, "%.2f").c_str(),
+                fmt(c.med.p50 / h.eventfd_wake_p50_us, "%.2f").c_str(),
                 fmt(c.med.p50 / h.spin_pingpong_p50_us, "%.1f").c_str());
   }
 }
