@@ -17,7 +17,16 @@ struct plot_block {
   long latency;
   std::string contender;
   bool has_p99;
+  // The block's lowest and highest y in each row (runs/s, p99); NaN: none.
+  double lo[2] = {NAN, NAN}, hi[2] = {NAN, NAN};
 };
+
+// Widens [lo, hi] to hold v (NaN ignored).
+void widen(double& lo, double& hi, double v) {
+  if (std::isnan(v)) return;
+  lo = std::isnan(lo) ? v : std::min(lo, v);
+  hi = std::isnan(hi) ? v : std::max(hi, v);
+}
 
 bool have_gnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
@@ -32,6 +41,7 @@ std::optional<std::vector<plot_block>> write_plot_data(const std::string& dat, c
   for (long l : lats)
     for (auto& n : names) {
       bool any = false, p99 = false;
+      plot_block block{l, n, false};
       for (auto& c : cells)
         if (c.latency_us == l && c.contender == n && !c.reps.empty()) {
           // Two blank lines between blocks (gnuplot's `index`), none after
@@ -41,9 +51,12 @@ std::optional<std::vector<plot_block>> write_plot_data(const std::string& dat, c
                        std::isnan(c.med.p99) ? "NaN" : jnum(c.med.p99).c_str());
           any = true;
           p99 = p99 || !std::isnan(c.med.p99);
+          widen(block.lo[0], block.hi[0], c.med.runs_per_s);
+          widen(block.lo[1], block.hi[1], c.med.p99);
         }
       if (!any) continue;
-      blocks.push_back({l, n, p99});
+      block.has_p99 = p99;
+      blocks.push_back(block);
     }
   std::fclose(d);
   return blocks;
@@ -61,6 +74,17 @@ void write_panel(FILE* g, int row, long l, const std::string& dat, const std::ve
   else
     std::fprintf(g, "set title 'XRT no-op device (delay %ld us): %s'\n", -1 - l,
                  row == 0 ? "runs per second" : "resume p99");
+  // One y value in the panel (one point, or equal ones): gnuplot would warn
+  // of an empty y range; a factor of ten either side (the axis is log, and
+  // a decade holds a labelled tic).
+  double lo = NAN, hi = NAN;
+  for (auto& b : blocks)
+    if (b.latency == l) {
+      widen(lo, hi, b.lo[row]);
+      widen(lo, hi, b.hi[row]);
+    }
+  if (!std::isnan(lo) && lo == hi && lo > 0) std::fprintf(g, "set yrange [%g:%g]\n", lo / 10, hi * 10);
+  else std::fprintf(g, "set autoscale y\n");
   std::fprintf(g, "set ylabel '%s'\nplot ", row == 0 ? "runs/s" : "p99 us");
   bool first = true;
   for (std::size_t b = 0; b < blocks.size(); ++b) {
@@ -76,7 +100,7 @@ void write_panel(FILE* g, int row, long l, const std::string& dat, const std::ve
 
 bool write_plot_script(const std::string& gp, const std::string& png, const std::string& dat,
                        const std::vector<long>& lats, const std::vector<std::string>& names,
-                       const std::vector<plot_block>& blocks) {
+                       const std::vector<plot_block>& blocks, int min_c, int max_c) {
   FILE* g = std::fopen(gp.c_str(), "w");
   if (!g) return false;
   int cols = int(lats.size());
@@ -87,6 +111,9 @@ bool write_plot_script(const std::string& gp, const std::string& png, const std:
                "set termoption noenhanced\nset logscale x 4\nset logscale y\nset grid\nset key top left font ',8'\nset datafile missing 'NaN'\n"
                "set xlabel 'runs in flight C'\n",
                std::max(700, 480 * cols), png.c_str(), cols);
+  // One runs-in-flight value: gnuplot would warn of an empty x range and
+  // pick one itself; a factor of two either side keeps the point centred.
+  if (min_c == max_c) std::fprintf(g, "set xrange [%g:%g]\n", min_c / 2.0, max_c * 2.0);
   for (int row = 0; row < 2; ++row)
     for (long l : lats) write_panel(g, row, l, dat, blocks, names);
   std::fprintf(g, "unset multiplot\n");
@@ -102,7 +129,13 @@ void write_plot(const std::string& png, const std::vector<cell>& cells, const st
   }
   std::string dat = png + ".dat", gp = png + ".gp";
   auto blocks = write_plot_data(dat, cells, lats, names);
-  if (!blocks || !write_plot_script(gp, png, dat, lats, names, *blocks)) return;
+  int min_c = 0, max_c = 0;
+  for (auto& c : cells)
+    if (!c.reps.empty()) {
+      min_c = min_c == 0 ? c.c : std::min(min_c, c.c);
+      max_c = std::max(max_c, c.c);
+    }
+  if (!blocks || !write_plot_script(gp, png, dat, lats, names, *blocks, min_c, max_c)) return;
   std::string cmd = "gnuplot '" + gp + "'";
   if (std::system(cmd.c_str()) == 0) std::printf("plot written: %s\n", png.c_str());
   else std::printf("--plot: gnuplot failed (%s)\n", gp.c_str());
