@@ -14,15 +14,15 @@ CHECKED. Prints "check_io_json: OK" when everything holds.
 import json
 import math
 import subprocess
-import sys
+
+import check_common
 
 REQUIRED = ["contender", "case", "cache", "queue_depth", "gib_per_s", "iops", "cpu_us_per_gib", "p50_us",
             "p99_us", "allocs_per_request"]
 
 
 def fail(msg):
-    print("check_io_json: FAIL: " + msg)
-    sys.exit(1)
+    check_common.fail("check_io_json", msg)
 
 
 def number(row, key):
@@ -61,12 +61,7 @@ def check_row(row):
 
 
 def main():
-    argv = sys.argv[1:]
-    if "--" not in argv or not argv:
-        fail("usage: check_io_json.py FILE [options] -- COMMAND...")
-    cut = argv.index("--")
-    opts, cmd = argv[:cut], argv[cut + 1:]
-    path = opts.pop(0)
+    path, opts, cmd = check_common.split_command("check_io_json", "check_io_json.py FILE [options] -- COMMAND...")
     conf = {"--may-skip": "", "--depths": "1,128", "--cases": "rand4k,seq1m", "--caches": "hot",
             "--contenders": "xrtio,xrtio-inloop,pread-thread,pread-pool,asio-file,raw-uring"}
     while opts:

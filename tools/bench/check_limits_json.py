@@ -13,24 +13,20 @@ the ratio lines against the two chains. Prints "check_limits_json: OK".
 import json
 import math
 import subprocess
-import sys
+
+import check_common
 
 LIMITS = ["spin_pingpong_p50_us", "eventfd_pingpong_p50_us", "asio_post_sleeping_p50_us", "eventfd_wake_p50_us",
           "relay_post_sleeping_p50_us", "eventfd_wake_cpu_us", "relay_post_sleeping_cpu_us"]
 
 
 def fail(msg):
-    print("check_limits_json: FAIL: " + msg)
-    sys.exit(1)
+    check_common.fail("check_limits_json", msg)
 
 
 def main():
-    args = sys.argv[1:]
-    if "--" not in args or not args:
-        fail("usage: check_limits_json.py FILE [--may-be-null a,b] -- COMMAND...")
-    sep = args.index("--")
-    opts, cmd = args[:sep], args[sep + 1:]
-    path = opts[0]
+    path, opts, cmd = check_common.split_command("check_limits_json",
+                                                 "check_limits_json.py FILE [--may-be-null a,b] -- COMMAND...")
     may_be_null = set()
     if "--may-be-null" in opts:
         may_be_null = {x for x in opts[opts.index("--may-be-null") + 1].split(",") if x}
