@@ -27,7 +27,8 @@ asio::awaitable<void> add(xrtio::context ctx, std::uint32_t n) {
   // Resumed on this coroutine's executor. Errors throw std::system_error
   // here: its code() is an xrtio::errc, or asio::error::operation_aborted
   // when cancelled (catch std::system_error, not xrtio::error; or use
-  // asio::experimental::as_tuple or redirect_error).
+  // asio::experimental::as_tuple, from <asio/experimental/as_tuple.hpp>,
+  // or redirect_error).
   c.read(std::span<std::uint32_t>(vc));  // synced from the device, copied out
   bool right = true;
   for (std::uint32_t i = 0; i < n; ++i) right = right && vc[i] == va[i] + vb[i];

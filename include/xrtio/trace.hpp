@@ -69,8 +69,9 @@ std::vector<trace_event> trace_events(const runtime& rt);
 /// "resume" (observed to resumed), and an instant "retained". Stamps come
 /// from several threads and clocks; a slice is clamped into its parent and
 /// after its predecessor so that the slices always nest. Times are
-/// microseconds since the first event. Valid JSON (an empty list) when not
-/// tracing.
+/// microseconds since the first event. When not tracing it is still valid
+/// JSON, with no run in it: the same object, whose `traceEvents` holds only
+/// the process's name.
 void write_chrome_trace(const runtime& rt, std::ostream& out);
 
 }  // namespace xrtio
