@@ -15,7 +15,10 @@ import json
 import math
 import subprocess
 
-import check_common
+import sys
+
+sys.dont_write_bytecode = True  # CTest runs this from the source tree: leave no __pycache__ there
+import check_common  # noqa: E402
 
 REQUIRED = ["contender", "case", "cache", "queue_depth", "gib_per_s", "iops", "cpu_us_per_gib", "p50_us",
             "p99_us", "allocs_per_request"]

@@ -15,9 +15,11 @@
 
 #include <asio.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -167,10 +169,13 @@ char task_state(int fd) {
 // Returns once the thread sleeps; when its state cannot be read, after a
 // pause (and stat_fd is closed and set to -1). Yields while it waits: the
 // thread may be runnable on this CPU.
+// A thread never seen asleep for a second (stopped by a debugger: 't')
+// counts as unreadable from then on.
 void until_asleep(int& stat_fd) {
+  auto give_up = clk::now() + std::chrono::seconds(1);
   for (char s; stat_fd >= 0; std::this_thread::yield()) {
     if ((s = task_state(stat_fd)) == 'S') return;
-    if (!s) {
+    if (!s || clk::now() > give_up) {
       ::close(stat_fd);
       stat_fd = -1;
     }
@@ -330,13 +335,22 @@ wake_cost eventfd_wake(int samples) {
 // Two hops, as a completion reactor thread pays them (xrtio's default mode
 // at one run in flight): a thread asleep in io_uring_enter on a poll of an
 // eventfd wakes at its write, reads it and posts into an io_context asleep
-// in run(); the chain ends when the handler runs. NaN without io_uring
-// (qemu-user).
-wake_cost relay_post_sleeping(int samples) {
+// in run(); the chain ends when the handler runs. NaN, with the reason in
+// `why`, without io_uring (qemu-user, a seccomp filter) or if the ring
+// fails later: the relay then finishes its rounds with blocking reads, so
+// that the writer is never left waiting.
+wake_cost relay_post_sleeping(int samples, std::string& why) {
   wake_chain c;
-  if (!c.ok()) return {};
+  if (!c.ok()) {
+    why = "eventfd failed";
+    return {};
+  }
   io_uring ring;
-  if (io_uring_queue_init(4, &ring, 0) != 0) return {};
+  if (int e = io_uring_queue_init(4, &ring, 0); e != 0) {
+    why = std::string("io_uring_queue_init: ") + std::strerror(-e);
+    return {};
+  }
+  std::atomic<int> ring_error{0};
   const int rounds = warm_up_rounds + samples;
   asio::io_context io(1);
   auto guard = asio::make_work_guard(io);
@@ -347,18 +361,23 @@ wake_cost relay_post_sleeping(int samples) {
     io.run();
     add_cpu(c, cpu0);
   });
-  pid_t relay_tid = start_and_get_tid(relay, [&c, &ring, &io, rounds] {
+  pid_t relay_tid = start_and_get_tid(relay, [&c, &ring, &io, &ring_error, rounds] {
     set_thread_name("h:relay");
     double cpu0 = thread_cpu_us();
-    for (int i = 0; i < rounds;) {
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      io_uring_prep_poll_add(sqe, c.signal, POLLIN);
-      io_uring_submit_and_wait(&ring, 1);
-      io_uring_cqe* cqe = nullptr;
-      while (io_uring_peek_cqe(&ring, &cqe) == 0) io_uring_cqe_seen(&ring, cqe);
-      await_fd(c.signal);  // readable: does not block
+    for (int i = 0; i < rounds; ++i) {
+      if (!ring_error.load(std::memory_order_relaxed)) {
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+        int r = -EBUSY;  // no free entry: a poll left armed by an interrupted wait
+        if (sqe) {
+          io_uring_prep_poll_add(sqe, c.signal, POLLIN);
+          r = io_uring_submit_and_wait(&ring, 1);
+        }
+        if (r < 0 && r != -EINTR) ring_error.store(-r, std::memory_order_relaxed);
+        io_uring_cqe* cqe = nullptr;
+        while (io_uring_peek_cqe(&ring, &cqe) == 0) io_uring_cqe_seen(&ring, cqe);
+      }
+      await_fd(c.signal);  // readable after the poll; blocks without the ring
       asio::post(io, [&c] { c.end(); });
-      ++i;
     }
     add_cpu(c, cpu0);
   });
@@ -372,6 +391,10 @@ wake_cost relay_post_sleeping(int samples) {
   guard.reset();
   io_thread.join();
   io_uring_queue_exit(&ring);
+  if (int e = ring_error.load()) {
+    why = std::string("the relay's ring failed: ") + std::strerror(e);
+    return {};
+  }
   return {median(std::move(us)), c.cpu_us.load() / rounds};
 }
 
@@ -388,7 +411,7 @@ host_limits measure_host_limits(int samples) {
   auto one = eventfd_wake(h.chain_samples);
   h.eventfd_wake_p50_us = one.p50_us;
   h.eventfd_wake_cpu_us = one.cpu_us;
-  auto two = relay_post_sleeping(h.chain_samples);
+  auto two = relay_post_sleeping(h.chain_samples, h.relay_not_measured);
   h.relay_post_sleeping_p50_us = two.p50_us;
   h.relay_post_sleeping_cpu_us = two.cpu_us;
   return h;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <string>
 
 namespace bench {
 
@@ -30,9 +31,11 @@ struct host_limits {
   // Two hops, as a completion reactor thread pays them (xrtio's default
   // mode): a thread asleep in io_uring_enter on a poll of an eventfd wakes
   // at its write, reads it and posts into an io_context asleep in run():
-  // write -> handler runs. The floor for any design that observes the
-  // device on a thread of its own and resumes on the user's.
+  // write -> handler runs. What a design that observes the device on a
+  // thread of its own pays when both its threads sleep at the completion
+  // (not a floor: a thread still spinning then skips its wake-up).
   double relay_post_sleeping_p50_us = NAN;
+  std::string relay_not_measured;  // why the relay is NaN ("": measured)
   // CPU time of the woken threads (not the writer's) per round, on average:
   // what each chain costs the CPU besides the device's own thread.
   double eventfd_wake_cpu_us = NAN;

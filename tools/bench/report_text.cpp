@@ -116,6 +116,8 @@ void print_host_limits(const host_limits& h) {
               "                                      it, posts into an io_context asleep in run(): write -> handler runs\n"
               "                                      (the two threads' CPU: %s us per round, relay_post_sleeping_cpu_us)\n\n",
               fmt(h.relay_post_sleeping_p50_us, "%.2f").c_str(), fmt(h.relay_post_sleeping_cpu_us, "%.2f").c_str());
+  if (!h.relay_not_measured.empty())
+    std::printf("  relay_post_sleeping: not measured: %s\n\n", h.relay_not_measured.c_str());
   std::fflush(stdout);
 }
 
