@@ -28,22 +28,22 @@ struct runtime_options {
   /// While the handlers of runs it has completed have a backlog (posted to
   /// their executors and not yet begun: at least 2 x max_batch and 128, or a
   /// quarter of the runs in flight and unbegun if that is fewer, but at
-  /// least 16),
-  /// the reactor sleeps up to this long instead of spinning or polling: the
-  /// handlers' threads are busy anyway, and the runs that finish meanwhile
-  /// are handed over in fuller batches. It wakes early when the backlog
-  /// falls to half that, for a cancellation, a lease release, an abort's
-  /// end, file pool completions or the runtime's destruction, and dozes
-  /// again only after half a batch of handlers began and, after two dozes
-  /// in a row during which none began, only once handlers for half the
-  /// backlog began (so a backlog nobody runs costs other clients a doze per
-  /// backlog / 2 of their runs; below 2 x max_batch and 128, one doze in
-  /// all, after which the full threshold applies until it falls). Meanwhile new submissions (from any
-  /// thread; file transfers start only at its end), device completions and
-  /// the deadlines of runs not yet taken in wait for its end (docs/DESIGN.md,
-  /// "The reactor dozes while handlers are behind"). 1 ms: at thousands of
-  /// runs in flight, 100 us let the reactor wake, pass and post between the
-  /// handlers' drains (docs/PERFORMANCE.md, "A longer doze"). 0 = never.
+  /// least 16), the reactor sleeps up to this long instead of spinning or
+  /// polling: the handlers' threads are busy anyway, and the runs that
+  /// finish meanwhile are handed over in fuller batches. It wakes early when
+  /// the backlog falls to half that, for a cancellation, a lease release, an
+  /// abort's end, file pool completions or the runtime's destruction, and
+  /// dozes again only after half a batch of handlers began and, after two
+  /// dozes in a row during which none began, only once handlers for half
+  /// the backlog began (so a backlog nobody runs costs other clients a doze
+  /// per backlog / 2 of their runs; below 2 x max_batch and 128, one doze in
+  /// all, after which the full threshold applies until it falls). Meanwhile
+  /// new submissions (from any thread; file transfers start only at its
+  /// end), device completions and the deadlines of runs not yet taken in
+  /// wait for its end (docs/DESIGN.md, "The reactor dozes while handlers are
+  /// behind"). 1 ms: at thousands of runs in flight, 100 us let the reactor
+  /// wake, pass and post between the handlers' drains (docs/PERFORMANCE.md,
+  /// "A longer doze"). 0 = never.
   std::chrono::nanoseconds backlog_doze = std::chrono::milliseconds(1);
   /// Longest sleep between polls while runs are in flight on a device that
   /// offers no completion event (and a safety net when it does).

@@ -252,7 +252,6 @@ class reactor final : public access_listener {
   // backlog's handlers). Loop only.
   std::int64_t backlog_at_doze_ = 0;
   unsigned doze_stalls_ = 0;
-
   // Rarely set (cancellations, lease releases, stop), read on every pass.
   alignas(64) std::atomic<bool> cancel_pending_{false};
   std::atomic<bool> retry_pending_{false};
