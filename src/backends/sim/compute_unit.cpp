@@ -20,7 +20,7 @@ void sim_device_impl::compute_unit(cu_slot& self) {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     drain();
-    auto now = clock::now();
+    auto now = this->now();
     if (heap_.empty() || heap_.front().due > now) {
       if (heap_.empty() && watch_idle(lock)) continue;
       rest(self, lock);

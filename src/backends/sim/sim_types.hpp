@@ -105,6 +105,7 @@ class sim_run final : public backend::native_run, public kernel_call {
   fault_rule fault_{};
   std::uint64_t number_ = 0;
   std::size_t bytes_ = 0;
+  clock::time_point submitted_at_{};  // the submitter's clock when it was numbered; due_ counts from it
   clock::time_point due_{};
   clock::time_point completed_at_{};
   // Guarded by the device mutex (a submission without the mutex writes
@@ -208,6 +209,7 @@ class sim_device_impl final : public device {
   static bool later(const queued& a, const queued& b) { return a.due > b.due; }
   void push(sim_run* r);
   void drain();
+  clock::time_point now() const;
   bool looked_after(clock::time_point due) const noexcept;
   void submit_locked(sim_run* r, std::uint64_t number);
   sim_run* pop();
@@ -249,6 +251,7 @@ class sim_device_impl final : public device {
   bool watching_ = false;              // a unit watches for submissions (watch_idle), under mutex_
   std::atomic<bool> halting_{false};   // stopping_, for the watcher, which holds no mutex
   std::atomic<std::uint64_t> queue_pushes_{0};  // runs queued while a unit watched (push), for the watcher
+  clock::time_point latest_submission_{};      // the latest submitted_at_ queued (push), under mutex_: now()
   int efd_ = -1;
 };
 
