@@ -38,11 +38,21 @@ std::int64_t real_monotonic_ns() {
   return std::int64_t(ts.tv_sec) * ns_per_s + ts.tv_nsec;
 }
 
-sim::device_config two_units(std::chrono::nanoseconds idle_poll) {
+// `runs` noop runs one after another, submitted from this thread with its
+// clock ahead, on a new device of two units; its statistics after them.
+sim::device_stats runs_from_ahead(std::chrono::nanoseconds idle_poll, int runs) {
   sim::device_config c;
   c.compute_units = 2;
   c.idle_poll = idle_poll;
-  return c;
+  auto ctx = sim::open(c);
+  auto k = ctx.kernel("noop");
+  {
+    ahead_clock ahead;
+    for (int i = 0; i < runs; ++i) REQUIRE(xrtio::start(k).wait(5s).ok());
+  }
+  auto st = sim::device_of(ctx).stats();
+  CHECK(st.completed == std::uint64_t(runs));
+  return st;
 }
 }  // namespace
 
@@ -77,32 +87,18 @@ TEST_CASE("sim clock skew: a watching unit takes a run from a submitter whose cl
   // due time with its own, lagging clock slept until then: one timed
   // wake-up per run where the watch should take it with none (CI saw one
   // such wake-up in 200 runs of test_sim's watcher case).
-  auto ctx = sim::open(two_units(10s));
-  auto k = ctx.kernel("noop");
   constexpr int runs = 100;
-  {
-    ahead_clock ahead;
-    for (int i = 0; i < runs; ++i) REQUIRE(xrtio::start(k).wait(5s).ok());
-  }
-  auto st = sim::device_of(ctx).stats();
+  auto st = runs_from_ahead(10s, runs);
   MESSAGE(runs << " runs, submitter " << ahead_ns / 1000 << " us ahead: " << st.idle_catches
                << " taken by the watcher, " << st.wakeups << " wake-ups");
-  CHECK(st.completed == std::uint64_t(runs));
   CHECK(st.wakeups == 0);
 }
 
 TEST_CASE("sim clock skew: a sleeping unit woken for a run from a submitter whose clock is ahead runs it at once") {
   // Without the watch, each submission wakes a unit: one wake-up per run,
   // not a second one for a timed sleep until the submitter's clock.
-  auto ctx = sim::open(two_units(0ns));
-  auto k = ctx.kernel("noop");
   constexpr int runs = 50;
-  {
-    ahead_clock ahead;
-    for (int i = 0; i < runs; ++i) REQUIRE(xrtio::start(k).wait(5s).ok());
-  }
-  auto st = sim::device_of(ctx).stats();
+  auto st = runs_from_ahead(0ns, runs);
   MESSAGE(runs << " runs, submitter " << ahead_ns / 1000 << " us ahead, no watch: " << st.wakeups << " wake-ups");
-  CHECK(st.completed == std::uint64_t(runs));
   CHECK(st.wakeups <= std::uint64_t(runs));
 }
