@@ -275,9 +275,10 @@ void sim_device_impl::push(sim_run* r) {
 // before the submission of a run already queued: steady_clock read on two
 // CPUs need not agree, and a unit whose clock lagged the submitter's found a
 // run of zero latency due in the future, slept until then and counted a
-// wake-up that no submission caused (CI, once under ASan: "200 taken by the
-// watcher, 1 wake-ups"). A run's latency counts from its submission, so a
-// clock behind it only delays the run; test `sim clock skew: *`.
+// wake-up that no submission caused (the one path found to a wake-up CI saw
+// once under ASan, "200 taken by the watcher, 1 wake-ups"; docs/DESIGN.md,
+// "Backends"). A run's latency counts from its submission, so a clock
+// behind it only delays the run; test `sim clock skew: *`.
 clock::time_point sim_device_impl::now() const { return std::max(clock::now(), latest_submission_); }
 
 sim_run* sim_device_impl::pop() {
