@@ -14,7 +14,6 @@ CHECKED. Prints "check_io_json: OK" when everything holds.
 import json
 import math
 import subprocess
-
 import sys
 
 sys.dont_write_bytecode = True  # CTest runs this from the source tree: leave no __pycache__ there

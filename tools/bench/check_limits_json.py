@@ -15,7 +15,6 @@ the two chains. Prints "check_limits_json: OK".
 import json
 import math
 import subprocess
-
 import sys
 
 sys.dont_write_bytecode = True  # CTest runs this from the source tree: leave no __pycache__ there

@@ -15,8 +15,8 @@
 
 #include <asio.hpp>
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
