@@ -65,7 +65,7 @@ def check_row(row):
 def main():
     path, opts, cmd = check_common.split_command("check_io_json", "check_io_json.py FILE [options] -- COMMAND...")
     conf = {"--may-skip": "", "--depths": "1,128", "--cases": "rand4k,seq1m", "--caches": "hot",
-            "--contenders": "xrtio,xrtio-inloop,pread-thread,pread-pool,asio-file,raw-uring"}
+            "--contenders": "xrtio,xrtio-inloop,pread-thread,pread-thread-1buf,pread-post,pread-pool,asio-file,raw-uring"}
     while opts:
         k = opts.pop(0)
         if k not in conf or not opts:

@@ -9,14 +9,16 @@
 namespace bench::io {
 
 const std::vector<std::string>& all_io_contenders() {
-  static const std::vector<std::string> names = {"xrtio", "xrtio-inloop", "pread-thread", "pread-pool", "asio-file", "raw-uring"};
+  static const std::vector<std::string> names = {"xrtio", "xrtio-inloop", "pread-thread", "pread-thread-1buf", "pread-post",
+                                                  "pread-pool", "asio-file", "raw-uring"};
   return names;
 }
 
 std::optional<io_result> run_io_contender(const std::string& name, const io_spec& s, std::string& why) {
   reset_cell();
   try {
-    if (name == "pread-thread") return run_pread_thread(s);
+    if (name == "pread-thread" || name == "pread-thread-1buf") return run_pread_thread(s, name == "pread-thread-1buf");
+    if (name == "pread-post") return run_pread_post(s);
     if (name == "pread-pool") return run_pread_pool(s);
     if (name == "raw-uring") return run_raw_uring(s);
     if (name == "asio-file") return run_asio_file(s);

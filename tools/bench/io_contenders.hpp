@@ -16,9 +16,17 @@ namespace bench::io {
 constexpr int pool_threads = 4;  // pread-pool
 
 // Every contender, in the default order; raw-uring is the host limit, not a
-// contender: the ratios leave it out.
+// contender: the ratios leave it out. Two more rows are references, shown
+// and never the best an xrtio row is measured against: pread-thread-1buf
+// reads every request into one buffer, keeping none of what it read
+// (io_pread_thread.cpp), and pread-post reads on the io thread itself, then
+// posts the completion: the least a cached read completed through an
+// executor costs (io_pread_post.cpp).
 const std::vector<std::string>& all_io_contenders();
 inline bool is_host_limit(const std::string& n) { return n == "raw-uring"; }
+inline bool is_reference(const std::string& n) {
+  return n == "raw-uring" || n == "pread-thread-1buf" || n == "pread-post";
+}
 // xrtio-noreg, xrtio-inloop-noreg: the same with file_options::register_with_ring
 // off (nothing registered with the ring); not in the default list.
 inline bool is_xrtio(const std::string& n) {
@@ -29,7 +37,8 @@ inline bool is_xrtio(const std::string& n) {
 // built, no io_uring) or is unknown; a result with errors when it failed.
 std::optional<io_result> run_io_contender(const std::string& name, const io_spec& s, std::string& why);
 
-io_result run_pread_thread(const io_spec& s);
+io_result run_pread_thread(const io_spec& s, bool one_buffer);
+io_result run_pread_post(const io_spec& s);
 io_result run_pread_pool(const io_spec& s);
 io_result run_raw_uring(const io_spec& s);
 io_result run_asio_file(const io_spec& s);  // runs xrtio-bench-asio-file

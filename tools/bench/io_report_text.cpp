@@ -24,16 +24,16 @@ const char* cache_name(bool cold) { return cold ? "cold" : "hot"; }
 double bw_ratio_to_best(const std::vector<io_cell>& cells, const io_cell& c) {
   double best = 0;
   for (auto& o : cells)
-    if (!o.reps.empty() && !is_host_limit(o.contender) && o.kind == c.kind && o.cold == c.cold && o.depth == c.depth)
+    if (!o.reps.empty() && !is_reference(o.contender) && o.kind == c.kind && o.cold == c.cold && o.depth == c.depth)
       best = std::max(best, o.med.gib_per_s);
   return best > 0 ? c.med.gib_per_s / best : NAN;
 }
 
-// Over the best of the alternatives (neither xrtio mode, nor raw-uring): the goal's ratio.
+// Over the best of the alternatives (neither xrtio mode, nor a reference row): the goal's ratio.
 double bw_ratio_to_best_alternative(const std::vector<io_cell>& cells, const io_cell& c) {
   double best = 0;
   for (auto& o : cells)
-    if (!o.reps.empty() && !is_host_limit(o.contender) && !is_xrtio(o.contender) && o.kind == c.kind &&
+    if (!o.reps.empty() && !is_reference(o.contender) && !is_xrtio(o.contender) && o.kind == c.kind &&
         o.cold == c.cold && o.depth == c.depth)
       best = std::max(best, o.med.gib_per_s);
   return best > 0 ? c.med.gib_per_s / best : NAN;
@@ -69,19 +69,22 @@ void print_io_preamble(const options& o, const test_file& f, double warm_s, doub
   if (wants_cold && !f.direct_ok)
     std::printf("\n*** cold: skipped, no O_DIRECT reads in %s: %s ***\n\n", o.io_dir.c_str(),
                 f.direct_reason.c_str());
-  std::printf("pread-thread: one thread, blocking pread (one request in flight at any depth); pread-pool: %d threads, "
+  std::printf("pread-thread: one thread, blocking pread (one request in flight at any depth) into QD destinations in turn, "
+              "as the others fill; pread-thread-1buf: the same into one buffer that stays in the CPU's cache; "
+              "pread-post: pread on the io thread, completion posted through it (a bound: xrtio's cached reads minus "
+              "the library's work); pread-pool: %d threads, "
               "depth requests outstanding from one io_context thread; asio-file: asio::random_access_file "
               "(io_uring), child process; raw-uring: bare liburing loop, the host limit\n",
               pool_threads);
   std::printf("cpu/GiB: process CPU us per GiB read (asio-file: the child's); p50/p99: request issued -> completion "
               "seen by the issuing thread; allocs/req: operator new calls per request; bw/best: bandwidth over the "
-              "best contender's in the cell (raw-uring excluded); cpu/pool: cpu/GiB over pread-pool's; bw/host: "
+              "best contender's in the cell (raw-uring, pread-thread-1buf, pread-post excluded); cpu/pool: cpu/GiB over pread-pool's; bw/host: "
               "bandwidth over raw-uring's\n\n");
   std::fflush(stdout);
 }
 
 void print_io_table(const std::vector<io_cell>& cells) {
-  std::printf("%-6s %-5s %4s %-13s %8s %10s %11s %9s %9s %9s %6s %7s %8s %7s\n", "case", "cache", "QD", "contender",
+  std::printf("%-6s %-5s %4s %-17s %8s %10s %11s %9s %9s %9s %6s %7s %8s %7s\n", "case", "cache", "QD", "contender",
               "GiB/s", "IOPS", "cpu us/GiB", "p50 us", "p99 us", "allocs/req", "eff.QD", "bw/best", "cpu/pool",
               "bw/host");
   const io_cell* last = nullptr;
@@ -90,7 +93,7 @@ void print_io_table(const std::vector<io_cell>& cells) {
     if (last && (last->kind != c.kind || last->cold != c.cold || last->depth != c.depth)) std::printf("\n");
     last = &c;
     auto& m = c.med;
-    std::printf("%-6s %-5s %4d %-13s %8s %10s %11s %9s %9s %9s %6d %7s %8s %7s%s\n", case_name(c.kind),
+    std::printf("%-6s %-5s %4d %-17s %8s %10s %11s %9s %9s %9s %6d %7s %8s %7s%s\n", case_name(c.kind),
                 cache_name(c.cold), c.depth, c.contender.c_str(), fmt(m.gib_per_s, "%.3f").c_str(),
                 fmt(m.iops, "%.0f").c_str(), fmt(m.cpu_us_per_gib, "%.0f").c_str(), fmt(m.p50_us, "%.1f").c_str(),
                 fmt(m.p99_us, "%.1f").c_str(), fmt(m.allocs_per_request, "%.3f").c_str(), m.effective_depth,
@@ -103,7 +106,7 @@ void print_io_table(const std::vector<io_cell>& cells) {
     if (!c.skipped.empty()) {
       if (first) std::printf("\nskipped:\n");
       first = false;
-      std::printf("  %-13s %-6s %-4s QD=%-4d %s\n", c.contender.c_str(), case_name(c.kind), cache_name(c.cold),
+      std::printf("  %-17s %-6s %-4s QD=%-4d %s\n", c.contender.c_str(), case_name(c.kind), cache_name(c.cold),
                   c.depth, c.skipped.c_str());
     }
   std::fflush(stdout);

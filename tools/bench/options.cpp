@@ -62,7 +62,8 @@ void print_usage() {
                "                   [--io-size BYTES[K|M|G]] [--io-cases rand4k,seq1m] [--io-cache hot,cold]\n"
                "                   [--io-depths D,..] [--io-inline-limit BYTES[K|M]] [--io-worker-min BYTES[K|M]]\n"
                "                   [--io-worker-floor BYTES[K|M]] [--contenders NAME,..]\n"
-               "io contenders: xrtio xrtio-inloop pread-thread pread-pool asio-file raw-uring\n"
+               "io contenders: xrtio xrtio-inloop pread-thread pread-thread-1buf pread-post pread-pool\n"
+               "               asio-file raw-uring\n"
                "               (also xrtio-noreg xrtio-inloop-noreg: register_with_ring off)\n"
                "contenders: xrtio xrtio-inloop blocking-threads pool-offload loop-poll raw-xrt raw-xrt-wait xrtio@xrt\n"
                "            xrtio-prepared@xrt xrtio-inloop@xrt\n");
