@@ -9,6 +9,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "reactor_support.hpp"
@@ -243,6 +244,28 @@ TEST_CASE("executors: a coroutine on a thread_pool strand resumes in that strand
   pool.join();
   CHECK(resumes == 200);
   CHECK(in_strand == 200);
+}
+
+// README, "What it looks like": a callback with no associated executor runs
+// on Asio's system_executor, a thread of Asio's own, not the caller's (no
+// io_context need run) and not inside the initiating call.
+TEST_CASE("executors: a plain callback with no associated executor completes on a thread of Asio's own") {
+  fixture f;
+  const auto caller = std::this_thread::get_id();
+  std::promise<std::thread::id> where;
+  std::atomic<bool> returned{false};
+  std::atomic<bool> inline_call{false};
+  xrtio::async_run(f.ctx.kernel("noop"), [&](std::error_code ec, xrtio::run_result r) {
+    CHECK(!ec);
+    CHECK(r.ok());
+    inline_call = !returned && std::this_thread::get_id() == caller;
+    where.set_value(std::this_thread::get_id());
+  });
+  returned = true;
+  auto fut = where.get_future();
+  REQUIRE(fut.wait_for(10s) == std::future_status::ready);
+  CHECK(fut.get() != caller);
+  CHECK(!inline_call.load());
 }
 
 TEST_CASE("executors: a user-defined executor type runs the handler") {
