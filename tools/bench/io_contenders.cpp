@@ -18,8 +18,7 @@ std::optional<io_result> run_io_contender(const std::string& name, const io_spec
   reset_cell();
   try {
     if (name == "pread-thread" || name == "pread-thread-1buf") return run_pread_thread(s, name == "pread-thread-1buf");
-    if (name == "pread-post") return run_pread_post(s);
-    if (name == "pread-pool") return run_pread_pool(s);
+    if (name == "pread-pool" || name == "pread-post") return run_pread_pool(s, name == "pread-post");
     if (name == "raw-uring") return run_raw_uring(s);
     if (name == "asio-file") return run_asio_file(s);
     if (is_xrtio(name))

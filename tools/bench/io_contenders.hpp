@@ -21,7 +21,7 @@ constexpr int pool_threads = 4;  // pread-pool
 // reads every request into one buffer, keeping none of what it read
 // (io_pread_thread.cpp), and pread-post reads on the io thread itself, then
 // posts the completion: the least a cached read completed through an
-// executor costs (io_pread_post.cpp).
+// executor costs (io_pread_pool.cpp).
 const std::vector<std::string>& all_io_contenders();
 inline bool is_host_limit(const std::string& n) { return n == "raw-uring"; }
 inline bool is_reference(const std::string& n) {
@@ -38,8 +38,7 @@ inline bool is_xrtio(const std::string& n) {
 std::optional<io_result> run_io_contender(const std::string& name, const io_spec& s, std::string& why);
 
 io_result run_pread_thread(const io_spec& s, bool one_buffer);
-io_result run_pread_post(const io_spec& s);
-io_result run_pread_pool(const io_spec& s);
+io_result run_pread_pool(const io_spec& s, bool on_io_thread);  // true: pread-post
 io_result run_raw_uring(const io_spec& s);
 io_result run_asio_file(const io_spec& s);  // runs xrtio-bench-asio-file
 io_result run_xrtio_file(const io_spec& s, bool inloop, bool registered);
