@@ -129,7 +129,7 @@ void sim_device_impl::submit(sim_run* r) {
   if (looked_after(due)) return;
   std::unique_lock lock(mutex_);
   drain();
-  wake_for(due, lock);
+  wake_for(lock);
 }
 
 // Under mutex_: the submission as it was before the inbox, with the fault pick.
@@ -152,7 +152,7 @@ void sim_device_impl::submit_locked(sim_run* r, std::uint64_t number) {
   r->submitted_at_ = clock::now();
   r->due_ = r->submitted_at_ + run_latency(cfg_.latency, r->bytes_, r->number_);
   push(r);
-  wake_for(r->due_, lock);
+  wake_for(lock);
 }
 
 // Under mutex_. Moves the inbox into the queue (oldest first), or, on a lost
@@ -237,15 +237,22 @@ backend::abort_outcome sim_device_impl::abort_run(sim_run* r) {
   return backend::abort_outcome::done;
 }
 
-// Under mutex_ (held by `lock`, released only to wake the unit it picks).
-// Wake a compute unit only if none would otherwise pick a run due at `due`
-// up in time (docs/DESIGN.md, "Backends"): none awake outside a kernel (it
-// looks at the queue before it sleeps) and none asleep until that time or
-// earlier. Then the one asleep the longest (nothing due, or standing by) is
-// woken. Waking on every submission cost a futex wake and usually a context
-// switch per run (docs/PERFORMANCE.md).
-void sim_device_impl::wake_for(clock::time_point due, std::unique_lock<std::mutex>& lock) {
-  if (looked_after(due)) return;
+// Under mutex_ (held by `lock`, released only to wake the unit it picks),
+// after the inbox was drained: wake a compute unit only if none would
+// otherwise pick the earliest queued run up in time (docs/DESIGN.md,
+// "Backends"): none awake outside a kernel (it looks at the queue before it
+// sleeps) and none asleep until its due time or earlier. Then the one asleep
+// the longest (nothing due, or standing by) is woken. Waking on every
+// submission cost a futex wake and usually a context switch per run
+// (docs/PERFORMANCE.md). With nothing queued nobody is woken: the run just
+// submitted is already taken. Between a submitter's push and its look at
+// the units (looked_after), a watching unit can take the run and enter its
+// kernel; the submitter then found that unit in a kernel, the other asleep,
+// and woke the other for a run already running (CI, TSan: "200 taken by the
+// watcher, 1 wake-ups"; 16 of 100 runs of that test here under TSan).
+void sim_device_impl::wake_for(std::unique_lock<std::mutex>& lock) {
+  if (heap_.empty()) return;
+  if (looked_after(heap_.front().due)) return;
   cu_slot* pick = nullptr;
   for (auto& cu : cus_) {
     auto until = cu->sleep_until.load(std::memory_order_relaxed);
@@ -279,10 +286,10 @@ void sim_device_impl::push(sim_run* r) {
 // before the submission of a run already queued: steady_clock read on two
 // CPUs need not agree, and a unit whose clock lagged the submitter's found a
 // run of zero latency due in the future, slept until then and counted a
-// wake-up that no submission caused (the one path found to a wake-up CI saw
-// once under ASan, "200 taken by the watcher, 1 wake-ups"; docs/DESIGN.md,
-// "Backends"). A run's latency counts from its submission, so a clock
-// behind it only delays the run; test `sim clock skew: *`.
+// wake-up that no submission caused (made for CI's "200 taken by the
+// watcher, 1 wake-ups", whose cause proved to be the race in wake_for;
+// docs/DESIGN.md, "Backends"). A run's latency counts from its submission,
+// so a clock behind it only delays the run; test `sim clock skew: *`.
 clock::time_point sim_device_impl::now() const { return std::max(clock::now(), latest_submission_); }
 
 sim_run* sim_device_impl::pop() {

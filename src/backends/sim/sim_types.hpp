@@ -183,6 +183,7 @@ class sim_device_impl final : public device {
 
  private:
   friend class sim_run;
+  friend struct sim_test_access;  // tests/test_sim_wake_race.cpp
 
   // One per compute unit. Written only under mutex_; read without it by
   // submit() to decide whether a unit must be woken (sim_device.cpp), so
@@ -215,7 +216,7 @@ class sim_device_impl final : public device {
   sim_run* pop();
   void remove(sim_run* r);
   void unpark(sim_run* r);
-  void wake_for(clock::time_point due, std::unique_lock<std::mutex>& lock);
+  void wake_for(std::unique_lock<std::mutex>& lock);
   void set_running(sim_run* r);
   void finish(sim_run* r, run_state s);
   void lose_locked();
