@@ -70,6 +70,10 @@ TEST_CASE("sim wake race: a submitter whose run a watching unit already took wak
                          }});
   auto ctx = sim::open(cfg);
   auto& dev = static_cast<sim::detail::sim_device_impl&>(sim::device_of(ctx));
+  // First one unit watches and the other sleeps. Submitted earlier, the run
+  // could be taken before the second unit reached its loop, which would then
+  // watch in its turn (10 s) instead of sleeping.
+  REQUIRE(eventually([&] { return seam::asleep(dev) == 1; }));
   auto h = xrtio::start(ctx.kernel("held"));
   // The watcher took the run and is in its kernel; the other unit sleeps.
   REQUIRE(eventually([&] { return seam::executing(dev) == 1 && seam::asleep(dev) == 1; }));
