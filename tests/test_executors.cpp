@@ -252,20 +252,22 @@ TEST_CASE("executors: a coroutine on a thread_pool strand resumes in that strand
 TEST_CASE("executors: a plain callback with no associated executor completes on a thread of Asio's own") {
   fixture f;
   const auto caller = std::this_thread::get_id();
-  std::promise<std::thread::id> where;
-  std::atomic<bool> returned{false};
-  std::atomic<bool> inline_call{false};
-  xrtio::async_run(f.ctx.kernel("noop"), [&](std::error_code ec, xrtio::run_result r) {
+  // Shared with the handler: set_value may still be returning on Asio's
+  // thread when this test's scope ends.
+  auto where = std::make_shared<std::promise<std::thread::id>>();
+  auto fut = where->get_future();
+  auto returned = std::make_shared<std::atomic<bool>>(false);
+  auto inline_call = std::make_shared<std::atomic<bool>>(false);
+  xrtio::async_run(f.ctx.kernel("noop"), [=](std::error_code ec, xrtio::run_result r) {
     CHECK(!ec);
     CHECK(r.ok());
-    inline_call = !returned && std::this_thread::get_id() == caller;
-    where.set_value(std::this_thread::get_id());
+    *inline_call = !*returned && std::this_thread::get_id() == caller;
+    where->set_value(std::this_thread::get_id());
   });
-  returned = true;
-  auto fut = where.get_future();
+  *returned = true;
   REQUIRE(fut.wait_for(10s) == std::future_status::ready);
   CHECK(fut.get() != caller);
-  CHECK(!inline_call.load());
+  CHECK(!inline_call->load());
 }
 
 TEST_CASE("executors: a user-defined executor type runs the handler") {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "backends/sim/sim_types.hpp"
+#include "reactor_support.hpp"
 #include "xrtio/context.hpp"
 #include "xrtio/run.hpp"
 #include "xrtio/sim.hpp"
@@ -48,17 +49,7 @@ using namespace std::chrono_literals;
 namespace sim = xrtio::sim;
 using seam = xrtio::sim::detail::sim_test_access;
 
-namespace {
-template <class P>
-bool eventually(P pred, std::chrono::milliseconds limit = 10s) {
-  auto until = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-}  // namespace
+using rtest::eventually;
 
 TEST_CASE("sim wake race: a submitter whose run a watching unit already took wakes no other unit") {
   sim::device_config cfg;
@@ -73,10 +64,10 @@ TEST_CASE("sim wake race: a submitter whose run a watching unit already took wak
   // First one unit watches and the other sleeps. Submitted earlier, the run
   // could be taken before the second unit reached its loop, which would then
   // watch in its turn (10 s) instead of sleeping.
-  REQUIRE(eventually([&] { return seam::asleep(dev) == 1; }));
+  REQUIRE(eventually([&] { return seam::asleep(dev) == 1; }, 10s));
   auto h = xrtio::start(ctx.kernel("held"));
   // The watcher took the run and is in its kernel; the other unit sleeps.
-  REQUIRE(eventually([&] { return seam::executing(dev) == 1 && seam::asleep(dev) == 1; }));
+  REQUIRE(eventually([&] { return seam::executing(dev) == 1 && seam::asleep(dev) == 1; }, 10s));
   auto before = dev.stats().wakeups;
   seam::submitter_tail(dev);  // the submitter of "held", late: its run is already running
   std::this_thread::sleep_for(50ms);  // a unit woken would be back from its sleep by now
