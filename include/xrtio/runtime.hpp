@@ -25,6 +25,18 @@ struct runtime_options {
   /// that submitted a run from one of its handlers lingers in its io_context
   /// for the completion ("The io thread lingers"). 0 = never spin or linger.
   std::chrono::nanoseconds spin_window = std::chrono::microseconds(40);
+  /// Whether the reactor tries, now and then, the other way: one epoch of
+  /// 20 ms without any spin or linger while it spins (or with them while it
+  /// does not), keeping whichever finished more runs per second by 15 %
+  /// over the epochs before and after. Which way is faster depends on the
+  /// host: spinning saves wake-ups that are slow on idle cores, and takes
+  /// cores that a busy host needs for the device's and the handlers'
+  /// threads. Trials start after 4 epochs with at least 32 runs finished
+  /// each, and grow up to 64 such epochs apart while they lose (docs/DESIGN.md,
+  /// "Spin or sleep: a trial now and then"). runtime_stats::spin_trials,
+  /// spin_switches and spinning show what it did. Reactor-thread mode only;
+  /// false: always the spin above.
+  bool spin_trials = true;
   /// While the handlers of runs it has completed have a backlog (posted to
   /// their executors and not yet begun: at least 2 x max_batch and 128, or a
   /// quarter of the runs in flight and unbegun if that is fewer, but at
@@ -149,6 +161,11 @@ struct runtime_stats {
   std::uint64_t batches = 0;    ///< completion batches posted to executors
   std::uint64_t predicted_wakeups = 0;  ///< timed sleeps ended early for a predicted completion
   std::uint64_t predictions_missed = 0;  ///< predictions given up (run still not final past the margin)
+  /// Epochs run the other way (runtime_options::spin_trials), and how many
+  /// of them won, turning the reactor's spinning off or back on.
+  std::uint64_t spin_trials = 0;
+  std::uint64_t spin_switches = 0;
+  bool spinning = true;  ///< the reactor's waits spin now (false: off since a trial won, or during one)
   bool io_uring = false;        ///< the wait primitive is io_uring (else eventfd + ppoll)
   // File transfers (xrtio/file.hpp). They also count in submitted,
   // completed, failed, timed_out, cancelled, retained and in_flight above.

@@ -43,6 +43,7 @@ runtime_stats reactor::stats() const noexcept {
   auto s = counters_.snapshot();
   s.io_uring = waiter_.uses_io_uring();
   s.file_path = static_cast<file_io_path>(file_path_.load(std::memory_order_relaxed));
+  s.spinning = counters_.spinning.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -430,6 +431,7 @@ void reactor::run() noexcept {
     auto r = pass(now);
     if (r.exit) break;
     if (r.again) continue;
+    try_regime(now);
     if (r.activity) {
       if (pace.in_flight) spin_.activity_after(now - pace.last_activity);
       if (pace.posted_at != clock::time_point{}) resubmit_.activity_after(now - pace.posted_at);
@@ -439,6 +441,23 @@ void reactor::run() noexcept {
     rest(now, r.found, pace);
   }
   drain_after_stop();
+}
+
+// Called by the loop and by flush_completions: whether the io thread may
+// linger for the runs it submits (io_linger.cpp).
+void reactor::publish_short_runs() noexcept {
+  bool short_runs = resubmit_.short_runs() && regime_.spinning();
+  if (short_runs != short_runs_.load(std::memory_order_relaxed)) short_runs_.store(short_runs, std::memory_order_relaxed);
+}
+
+// The spin regime's epochs end on passes (spin_regime.hpp). A trial's
+// start and end, and a switch, each change whether the loop spins.
+void reactor::try_regime(clock::time_point now) noexcept {
+  if (!regime_.tick(now, finished_)) return;
+  publish_short_runs();
+  counters_.spin_trials.store(regime_.trials(), std::memory_order_relaxed);
+  counters_.spin_switches.store(regime_.switches(), std::memory_order_relaxed);
+  counters_.spinning.store(regime_.spinning(), std::memory_order_relaxed);
 }
 
 reactor::drive_result reactor::drive(clock::time_point now) noexcept {
@@ -509,6 +528,11 @@ void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace
     pace.dozed = true;
     return;
   }
+  // A trial of the other way, or the way that won one, may be not to spin
+  // at all (spin_regime.hpp): then the budgets are left as they are, for
+  // when spinning comes back.
+  const bool spins = regime_.spinning();
+  const auto spin_budget = spins ? spin_.budget() : std::chrono::nanoseconds(0);
   if (device_.empty() && waiting_.empty()) {
     // File completions are reaped every pass. Spin too, within the spin
     // budget, once file_complete has posted a completion (file_posted_,
@@ -516,7 +540,7 @@ void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace
     // next reads at once (on the ring, small cached reads issued while others
     // of their context are in flight come to the loop: file_try_inline), and
     // a sleeping loop costs them a wake-up per batch.
-    if ((!files_.empty() || file_posted_) && now - pace.last_activity < spin_.budget()) {
+    if ((!files_.empty() || file_posted_) && now - pace.last_activity < spin_budget) {
       cpu_relax();
       return;
     }
@@ -527,7 +551,7 @@ void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace
     // of the io thread's samples with XRT's no-op device at C = 4096) and a
     // sleep here. Spin for them within resubmit_'s budget
     // (resubmit_policy.hpp; docs/DESIGN.md, "Adaptive spinning").
-    if (pace.posted_at != clock::time_point{} && !shutting_down_) {
+    if (pace.posted_at != clock::time_point{} && !shutting_down_ && spins) {
       auto budget = resubmit_.budget();
       if (now - pace.posted_at < budget) {
         cpu_relax();
@@ -556,11 +580,11 @@ void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace
     return;
   }
   if (!device_.empty()) pace.in_flight = true;
-  if ((now - pace.last_activity < spin_.budget() || signalled_) && !device_.empty()) {
+  if ((now - pace.last_activity < spin_budget || signalled_) && !device_.empty()) {
     cpu_relax();  // signalled_: completions to scan for once the scan gap has passed
     return;
   }
-  if (!device_.empty() && !pace.missed && spin_.budget().count() > 0) {
+  if (!device_.empty() && !pace.missed && spin_budget.count() > 0) {
     pace.missed = true;
     spin_.missed();
   }

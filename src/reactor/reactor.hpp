@@ -22,6 +22,7 @@
 #include "reactor_counters.hpp"
 #include "resubmit_policy.hpp"
 #include "spin_policy.hpp"
+#include "spin_regime.hpp"
 #include "intake_queue.hpp"
 #include "util/intrusive_queue.hpp"
 #include "util/saturating_deadline.hpp"
@@ -142,6 +143,8 @@ class reactor final : public access_listener {
   bool take_requests(clock::time_point now) noexcept;
   void intake() noexcept;
   void rest(clock::time_point now, const scan_result& found, pacing& pace) noexcept;
+  void publish_short_runs() noexcept;
+  void try_regime(clock::time_point now) noexcept;
   bool doze(clock::time_point now, const scan_result& found) noexcept;
   void end_doze() noexcept;
   void sleep(clock::time_point until, std::span<backend::native_device* const> sources = {}) noexcept;
@@ -224,9 +227,10 @@ class reactor final : public access_listener {
   std::mutex orphans_mutex_;
   alignas(64) std::atomic<bool> sleeping_{false};
   std::atomic<bool> wake_pending_{false};
-  // resubmit_.short_runs() as of the last pass that completed runs, for
-  // submitters (io_linger.cpp); written only when it changes. Reactor-thread
-  // mode only: in-loop the driver is the io thread.
+  // resubmit_.short_runs() as of the last pass that completed runs, and
+  // false while regime_ does not spin, for submitters (io_linger.cpp);
+  // written only when it changes (publish_short_runs). Reactor-thread mode
+  // only: in-loop the driver is the io thread.
   std::atomic<bool> short_runs_{false};
   // Completions posted and not yet begun by their handlers (any thread,
   // once per batch each side), and whether the loop dozes on that backlog
@@ -276,6 +280,10 @@ class reactor final : public access_listener {
   // for the submissions their handlers make next (rest()); adapted apart
   // from spin_, whose events are the device's.
   resubmit_policy resubmit_{opts_.spin_window};
+  // Whether the waits above spin at all, tried both ways now and then
+  // (spin_regime.hpp). Reactor-thread mode only.
+  spin_regime regime_{opts_.spin_trials && opts_.spin_window.count() > 0 && opts_.reactor_thread};
+  std::uint64_t finished_ = 0;  // runs posted by flush_completions, for regime_
   bool run_posted_ = false;  // flush_completions posted completions since run() last looked
   unsigned aborting_ = 0;   // runs in device_ with an abort under way
   unsigned fresh_ = 0;      // runs added to the front of device_ since the last scan

@@ -15,7 +15,9 @@ struct reactor_counters {
   counter submitted{0}, completed{0}, failed{0}, timed_out{0}, cancelled{0}, retained{0}, in_flight{0}, polls{0},
       wakeups{0}, sleeps{0}, dozes{0}, batches{0}, predicted_wakeups{0}, predictions_missed{0}, file_reads{0}, file_writes{0},
       file_bytes_read{0}, file_bytes_written{0}, file_pieces{0}, file_cancels{0}, files_registered{0}, buffers_registered{0},
-      registrations_refused{0}, pieces_fixed_file{0}, pieces_fixed_buffer{0}, pieces_to_workers{0}, file_submissions{0};
+      registrations_refused{0}, pieces_fixed_file{0}, pieces_fixed_buffer{0}, pieces_to_workers{0}, file_submissions{0},
+      spin_trials{0}, spin_switches{0};
+  std::atomic<bool> spinning{true};
 
   // Written by submitting threads (file_try_inline) and by the threads that
   // flush gathered reads, so added atomically; snapshot() folds them into
@@ -43,6 +45,7 @@ struct reactor_counters {
     s.file_pieces_fixed_file = v(pieces_fixed_file), s.file_pieces_fixed_buffer = v(pieces_fixed_buffer);
     s.file_pieces_to_workers = v(pieces_to_workers);
     s.file_submissions = v(file_submissions), s.file_inline_declined = v(inline_declined);
+    s.spin_trials = v(spin_trials), s.spin_switches = v(spin_switches);
     // Inline and gathered reads never pass the loop: each is submitted,
     // completed and a finished read at once.
     auto in = v(inline_reads), ga = v(gathered_reads);

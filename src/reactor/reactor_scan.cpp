@@ -264,6 +264,7 @@ void reactor::flush_completions(clock::time_point seen) noexcept {
   run_op_base* done = done_.take_all();
   if (done) run_posted_ = true;
   for (auto* op = done; op; op = op->next) {
+    ++finished_;
     auto& r = op->result;
     if (r.submitted != none && r.observed == none) {  // final on the device (finish())
       if (seen == none) seen = clock::now();
@@ -278,8 +279,12 @@ void reactor::flush_completions(clock::time_point seen) noexcept {
       // runs/s under perf against 142,117). The last scan that saw the run
       // running is a lower bound that does not depend on that.
       auto seen = op->seen_running;
-      resubmit_.learn(device_known ? device_ns
-                                   : (seen > r.submitted ? (seen - r.submitted).count() : std::int64_t{0}));
+      // Not during a trial of the other way (spin_regime.hpp): without the
+      // spins the device's threads can fall asleep between runs, and device
+      // times learned then would leave the loop not spinning after it.
+      if (!regime_.in_trial())
+        resubmit_.learn(device_known ? device_ns
+                                     : (seen > r.submitted ? (seen - r.submitted).count() : std::int64_t{0}));
       metrics_.lease_queueing.add_single_writer(op->queued_at == none ? 0 : (r.submitted - op->queued_at).count());
       if (device_known) trace_at(tk::device_completed, op, r.device_completed);
     }
@@ -288,10 +293,7 @@ void reactor::flush_completions(clock::time_point seen) noexcept {
       trace_->record(tk::observed, op->run_id, r.observed != none ? r.observed : seen, outcome(op));
     }
   }
-  if (done && !driven()) {
-    bool short_runs = resubmit_.short_runs();
-    if (short_runs != short_runs_.load(std::memory_order_relaxed)) short_runs_.store(short_runs, std::memory_order_relaxed);
-  }
+  if (done && !driven()) publish_short_runs();
   rc::bump(counters_.batches, executor_batcher::post_all(done, opts_.max_batch));
 }
 

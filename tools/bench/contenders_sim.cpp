@@ -2,6 +2,8 @@
 // pool-offload and loop-poll.
 #include <algorithm>
 #include <asio.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -39,7 +41,15 @@ struct sim_setup {
 result run_xrtio(std::chrono::nanoseconds lat, int c) {
   auto rss0 = std::size_t(rss_bytes());
   sim_setup s(lat, true);
-  return run_xrtio_on(s.k, c, rss0);
+  auto r = run_xrtio_on(s.k, c, rss0);
+  // What the spin trials did (runtime_options::spin_trials), for experiments.
+  if (std::getenv("XRTIO_BENCH_SPIN_TRIALS")) {
+    auto st = s.rt->stats();
+    std::fprintf(stderr, "spin trials: L=%lld us C=%d trials %llu switches %llu spinning at the end %d\n",
+                 static_cast<long long>(lat.count() / 1000), c, static_cast<unsigned long long>(st.spin_trials),
+                 static_cast<unsigned long long>(st.spin_switches), int(st.spinning));
+  }
+  return r;
 }
 
 result run_xrtio_inloop(std::chrono::nanoseconds lat, int c) {

@@ -7,7 +7,7 @@
 //
 //   xrtio-bench [--quick] [--repeat N] [--window S] [--json FILE] [--plot FILE.png]
 //               [--latencies US,US,..] [--in-flight C,C,..] [--contenders a,b,..]
-//               [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--doze-us US] [--max-poll-us US] [--predict|--no-predict]
+//               [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--no-spin-trials] [--doze-us US] [--max-poll-us US] [--predict|--no-predict]
 //               [--trace-capacity N] [--latency-histograms]
 //   xrtio-bench --io [--quick] [--repeat N] [--window S] [--warm S] [--json FILE] [--io-dir DIR] [--io-size BYTES]
 //               [--io-cases rand4k,seq1m] [--io-cache hot,cold] [--io-depths D,..] [--contenders a,b,..]
@@ -15,7 +15,8 @@
 // --io: file reads instead of kernel runs (io_bench.cpp describes that sweep).
 //
 // --spin-us / --max-poll-us set the xrtio runtime's spin_window and
-// max_poll_interval (runtime_options) for experiments; defaults: the library's.
+// max_poll_interval (runtime_options) for experiments, --no-spin-trials
+// turns spin_trials off; defaults: the library's.
 //
 // Cells: every (contender, device latency L, runs in flight C). In each cell
 // a fresh device (and runtime) is made, C workers each run the noop kernel

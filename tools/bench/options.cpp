@@ -55,7 +55,7 @@ void print_usage() {
   std::fprintf(stderr,
                "usage: xrtio-bench [--quick] [--repeat N] [--window SECONDS] [--json FILE] [--plot FILE.png]\n"
                "                   [--latencies US,..] [--in-flight C,..] [--contenders NAME,..]\n"
-               "                   [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--doze-us US] [--max-poll-us US] [--predict|--no-predict]\n"
+               "                   [--no-xrt] [--xrt-delay-us US] [--mkxclbin PATH] [--spin-us US] [--no-spin-trials] [--doze-us US] [--max-poll-us US] [--predict|--no-predict]\n"
                "                   [--sim-idle-poll-us US]\n"
                "                   [--trace-capacity N] [--latency-histograms]\n"
                "       xrtio-bench --io [--quick] [--repeat N] [--window S] [--warm S] [--json FILE] [--io-dir DIR]\n"
@@ -98,6 +98,7 @@ bool parse_one(options& o, int argc, char** argv, int& i) {
   else if (arg("--spin-us")) rt.spin_window = std::chrono::microseconds(std::atol(argv[++i]));
   else if (arg("--sim-idle-poll-us")) o.bench.sim_idle_poll = std::chrono::microseconds(std::atol(argv[++i]));
   else if (arg("--doze-us")) rt.backlog_doze = std::chrono::microseconds(std::atol(argv[++i]));
+  else if (!std::strcmp(argv[i], "--no-spin-trials")) rt.spin_trials = false;
   else if (!std::strcmp(argv[i], "--no-predict")) rt.predict_completions = false;
   else if (!std::strcmp(argv[i], "--predict")) rt.predict_completions = true;
   else if (arg("--max-poll-us")) rt.max_poll_interval = std::chrono::microseconds(std::atol(argv[++i]));
