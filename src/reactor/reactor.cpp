@@ -529,8 +529,10 @@ void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace
     return;
   }
   // A trial of the other way, or the way that won one, may be not to spin
-  // at all (spin_regime.hpp): then the budgets are left as they are, for
-  // when spinning comes back.
+  // at all (spin_regime.hpp): then no budget is halved (a spin that did not
+  // happen did not miss), and the predicted-completion poll waits too. A
+  // device that signalled is still scanned for at once (below): that is
+  // work, not a wait.
   const bool spins = regime_.spinning();
   const auto spin_budget = spins ? spin_.budget() : std::chrono::nanoseconds(0);
   if (device_.empty() && waiting_.empty()) {
@@ -596,7 +598,7 @@ void reactor::rest(clock::time_point now, const scan_result& found, pacing& pace
   if (counters_.in_flight.load(std::memory_order_relaxed) > opts_.predict_max_in_flight) predicted = nullptr;
   auto next_predicted = predicted ? predicted->predicted : clock::time_point::max();
   auto lead = predictor_.wake_lead();
-  if (next_predicted != clock::time_point::max() && next_predicted - lead <= now && !shutting_down_) {
+  if (spins && next_predicted != clock::time_point::max() && next_predicted - lead <= now && !shutting_down_) {
     cpu_relax();
     return;
   }

@@ -279,10 +279,12 @@ void reactor::flush_completions(clock::time_point seen) noexcept {
       // runs/s under perf against 142,117). The last scan that saw the run
       // running is a lower bound that does not depend on that.
       auto seen = op->seen_running;
-      // Not during a trial of the other way (spin_regime.hpp): without the
-      // spins the device's threads can fall asleep between runs, and device
-      // times learned then would leave the loop not spinning after it.
-      if (!regime_.in_trial())
+      // Only while the loop spins (spin_regime.hpp): without the spins the
+      // device's threads can fall asleep between runs, and device times
+      // learned then would leave the loop not spinning for the next
+      // submission, nor the io thread lingering, after a trial without
+      // spins, or during a trial with them once not spinning has won.
+      if (regime_.spinning())
         resubmit_.learn(device_known ? device_ns
                                      : (seen > r.submitted ? (seen - r.submitted).count() : std::int64_t{0}));
       metrics_.lease_queueing.add_single_writer(op->queued_at == none ? 0 : (r.submitted - op->queued_at).count());

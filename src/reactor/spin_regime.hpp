@@ -8,10 +8,11 @@
 // during a parallel compile, not spinning was 1.1-5.4x faster, beside two
 // busy loops mostly slower, 0.13-0.65x (docs/PERFORMANCE.md, "Spin or
 // sleep, tried in place"). So now and then the reactor runs one epoch the other way and
-// keeps whichever finished more runs per second. While a trial runs without
-// spinning, the device's threads may fall asleep between runs: device times
+// keeps whichever finished more runs per second. While the loop does not
+// spin, the device's threads may fall asleep between runs: device times
 // seen then are not learned (reactor_scan.cpp), or the loop would go on not
-// spinning after the trial.
+// spinning after a trial without spins, and a trial with them would start
+// without the spin for the next submission or the io thread's linger.
 #pragma once
 
 #include <algorithm>
@@ -70,7 +71,9 @@ class spin_regime {
 
   void end_epoch(clock::time_point now, std::uint64_t finished) noexcept {
     auto length = now - start_;
-    auto runs = finished - base_;
+    // A regime copied into another loop (a test's seam) may count from
+    // further than this loop has got: no runs, not a wrapped count.
+    auto runs = finished >= base_ ? finished - base_ : 0;
     start_ = now;
     base_ = finished;
     bool judged = runs >= min_runs && length < 4 * epoch;
