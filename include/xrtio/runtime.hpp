@@ -165,7 +165,10 @@ struct runtime_stats {
   /// of them won, turning the reactor's spinning off or back on.
   std::uint64_t spin_trials = 0;
   std::uint64_t spin_switches = 0;
-  bool spinning = true;  ///< the reactor's waits spin now (false: off since a trial won, or during one)
+  /// The reactor thread's waits spin now: false while a trial without
+  /// spins runs or since one won, with spin_window 0, and in in-loop mode
+  /// (no reactor thread).
+  bool spinning = true;
   bool io_uring = false;        ///< the wait primitive is io_uring (else eventfd + ppoll)
   // File transfers (xrtio/file.hpp). They also count in submitted,
   // completed, failed, timed_out, cancelled, retained and in_flight above.

@@ -23,6 +23,9 @@ reactor::reactor(runtime_options o) : opts_(o), waiter_(o.use_io_uring) {
   // In-loop mode spins while runs are in flight: predictions would never be
   // used, and giving them up costs scans.
   if (driven()) opts_.predict_completions = false;
+  // runtime_stats::spinning: whether the reactor thread's waits spin; none
+  // do with a zero window, and in-loop mode has no reactor thread.
+  if (driven() || opts_.spin_window.count() == 0) counters_.spinning.store(false, std::memory_order_relaxed);
   aborter_ = aborter::start([this] {
     end_doze();
     wake();
