@@ -7,12 +7,13 @@
 // tens of microseconds and spinning triples one-at-a-time throughput;
 // during a parallel compile, not spinning was 1.1-5.4x faster, beside two
 // busy loops mostly slower, 0.13-0.65x (docs/PERFORMANCE.md, "Spin or
-// sleep, tried in place"). So now and then the reactor runs one epoch the other way and
-// keeps whichever finished more runs per second. While the loop does not
-// spin, the device's threads may fall asleep between runs: device times
-// seen then are not learned (reactor_scan.cpp), or the loop would go on not
-// spinning after a trial without spins, and a trial with them would start
-// without the spin for the next submission or the io thread's linger.
+// sleep, tried in place"). So now and then the reactor runs one epoch the
+// other way and keeps whichever finished more runs per second. While the
+// loop does not spin, the device's threads may fall asleep between runs:
+// device times seen then are not learned (reactor_scan.cpp), or the loop
+// would go on not spinning after a trial without spins, and a trial with
+// them would start without the spin for the next submission or the io
+// thread's linger.
 #pragma once
 
 #include <algorithm>
@@ -40,7 +41,6 @@ class spin_regime {
 
   /// `enabled` false: always spin (spin_policy alone decides how long).
   explicit spin_regime(bool enabled) noexcept : enabled_(enabled) {}
-
 
   /// Whether the loop may spin now.
   bool spinning() const noexcept { return spin_ != (phase_ == phase::trial); }
