@@ -3,8 +3,8 @@
 // now and then"). spin_policy adapts how long a spin lasts to whether it
 // catches the next event; it cannot see what the spin costs the threads it
 // keeps off a core. Which way is faster depends on the host, not on the
-// runs: on this project's 2-core VM, idle, a wake-up of a halted vCPU costs
-// tens of microseconds and spinning triples one-at-a-time throughput;
+// runs: on this project's 2-core VM, idle, two sleeping hops cost 32-37 us
+// (the bench's relay) and spinning triples one-at-a-time throughput;
 // during a parallel compile, not spinning was 1.1-5.4x faster, beside two
 // busy loops mostly slower, 0.13-0.65x (docs/PERFORMANCE.md, "Spin or
 // sleep, tried in place"). So now and then the reactor runs one epoch the
