@@ -219,9 +219,12 @@ TEST_CASE("reactor: 1024 runs in flight, each with three buffer views, allocate 
   REQUIRE(counted_first);  // the window opened before it closed
   // This window held 6 allocations in 2 of 8 runs under ThreadSanitizer at
   // 2a0b29f (3 of 12 with spin_trials off, so not the trials' doing), and
-  // the plain build failed this case once in 43 runs (output not kept);
-  // not yet traced to their source (6 = two vectors in each of three
-  // buffers' trackers growing once is one guess). Until it is found, only
+  // the plain build failed this case once in 43 runs (output not kept).
+  // Traced (g_trace armed for the window): each buffer's access tracker
+  // growing its slot vector (16 KiB) and the free list's reserve (2 KiB) in
+  // access_tracker::add, on a submission. A tracker's slots grow to the
+  // most leases ever live at once on its buffer, and the warm-up does not
+  // always reach that most: a one-time growth, not a cost per run. So only
   // a cost per run fails here: the workers take turns on one thread, so
   // some 1024 x 30 runs fall in the window, and one allocation per run
   // would show thousands.
