@@ -33,7 +33,7 @@ struct groups {
 
 }  // namespace
 
-std::uint64_t executor_batcher::post_all(run_op_base* done, unsigned max_batch) noexcept {
+std::uint64_t executor_batcher::post_all(run_op_base* done, unsigned max_batch, bool backlog) noexcept {
   std::uint64_t batches = 0;
   while (done) {
     groups gs;
@@ -53,7 +53,7 @@ std::uint64_t executor_batcher::post_all(run_op_base* done, unsigned max_batch) 
     *rest_tail = nullptr;
     for (unsigned g = 0; g < gs.count; ++g) {
       ++batches;
-      gs.head[g]->vt().post_batch(gs.head[g]);
+      gs.head[g]->vt().post_batch(gs.head[g], backlog);
     }
     done = rest;
   }

@@ -20,8 +20,9 @@ class executor_batcher {
 
   /// Posts every run of `done` (linked through next, in completion order),
   /// at most `max_batch` to a batch, preserving order within an executor.
-  /// Returns the number of batches posted.
-  static std::uint64_t post_all(run_op_base* done, unsigned max_batch) noexcept;
+  /// Returns the number of batches posted. `backlog`: posted by the loop,
+  /// counted in its backlog (run_op_base::vtable::post_batch).
+  static std::uint64_t post_all(run_op_base* done, unsigned max_batch, bool backlog) noexcept;
 };
 
 }  // namespace xrtio::detail

@@ -105,7 +105,7 @@ void flush_gathered_reads(gather_list& list) noexcept {
         tail = &batch[i]->next;
       }
     }
-    if (done) executor_batcher::post_all(done, max_batch);
+    if (done) executor_batcher::post_all(done, max_batch, false);  // this thread's, not the loop's
   }
 }
 

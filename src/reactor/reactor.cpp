@@ -97,7 +97,7 @@ void reactor::complete_orphans() noexcept {
     }
     op->ph = run_op_base::phase::finished;
     op->batch_next = nullptr;
-    op->vt().post_batch(op);
+    op->vt().post_batch(op, false);  // no loop: no backlog to count
   }
 }
 
@@ -251,7 +251,7 @@ void reactor::reject(run_op_base* op, std::error_code ec) noexcept {
   if (stopped_.load(std::memory_order_acquire)) {
     // No reactor thread any more: post from here (still never inline).
     op->batch_next = nullptr;
-    op->vt().post_batch(op);
+    op->vt().post_batch(op, false);
     return;
   }
   push(op);
@@ -283,10 +283,13 @@ void reactor::observe_submit(run_op_base* op) noexcept {
   }
 }
 
-void reactor::submit(run_op_base* op) noexcept {
+bool reactor::submit(run_op_base* op) noexcept {
   if (observer_) [[unlikely]]
     observe_submit(op);
-  if (stopping_.load(std::memory_order_acquire)) return reject(op, errc::shut_down);
+  if (stopping_.load(std::memory_order_acquire)) {
+    reject(op, errc::shut_down);
+    return false;
+  }
   if (op->options.timeout.count() > 0) op->deadline = saturating_deadline(clock::now(), op->options.timeout);
   // Leases and submission on the caller's thread: no reactor hop before the
   // device starts working (the reactor only observes).
@@ -300,7 +303,7 @@ void reactor::submit(run_op_base* op) noexcept {
     case acquire_status::acquired:
       trace_now(trace_event_kind::leases_granted, op);
       start_on_device(op);
-      if (op->file_io && file_try_inline(op)) return;
+      if (op->file_io && file_try_inline(op)) return true;
       if (op->ph == run_op_base::phase::on_device) trace_at(trace_event_kind::started, op, op->core.submitted());
       break;
     case acquire_status::queued:
@@ -309,9 +312,11 @@ void reactor::submit(run_op_base* op) noexcept {
       break;
     case acquire_status::retained:
     case acquire_status::conflict:
-      return reject(op, acquire_error(st));
+      reject(op, acquire_error(st));
+      return false;
   }
   push(op);
+  return false;
 }
 
 void reactor::cancel(run_op_base* op, asio::cancellation_type t) noexcept {

@@ -45,7 +45,7 @@ class reactor final : public access_listener {
   ~reactor();
 
   // Any thread.
-  void submit(run_op_base* op) noexcept;                        // reactor.cpp
+  bool submit(run_op_base* op) noexcept;                        // reactor.cpp; reactor_submit
   void reject(run_op_base* op, std::error_code ec) noexcept;   // reactor.cpp
   void cancel(run_op_base* op, asio::cancellation_type t) noexcept;
   void access_released() noexcept override;

@@ -125,7 +125,7 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
   }
   if (!file_done_on_caller(f, got, counters_.inline_reads, counters_.inline_bytes)) return false;
   op->batch_next = nullptr;
-  op->vt().post_batch(op);  // never inline: through the handler's executor
+  op->vt().post_batch(op, false);  // never inline: through the handler's executor; not the loop's backlog
   return true;
 }
 

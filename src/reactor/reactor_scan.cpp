@@ -296,7 +296,7 @@ void reactor::flush_completions(clock::time_point seen) noexcept {
     }
   }
   if (done && !driven()) publish_short_runs();
-  rc::bump(counters_.batches, executor_batcher::post_all(done, opts_.max_batch));
+  rc::bump(counters_.batches, executor_batcher::post_all(done, opts_.max_batch, true));
 }
 
 }  // namespace xrtio::detail

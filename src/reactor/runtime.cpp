@@ -11,7 +11,7 @@ std::shared_ptr<reactor> reactor_for(const xrtio::kernel& k, const run_options& 
   if (auto& r = access::context_state(k)->bound_reactor) return r;
   return access::reactor(default_runtime());
 }
-void reactor_submit(reactor& r, run_op_base* op) noexcept { r.submit(op); }
+bool reactor_submit(reactor& r, run_op_base* op) noexcept { return r.submit(op); }
 void reactor_reject(reactor& r, run_op_base* op, std::error_code ec) noexcept { r.reject(op, ec); }
 void reactor_cancel(reactor& r, run_op_base* op, asio::cancellation_type t) noexcept { r.cancel(op, t); }
 void reactor_handlers_queued(reactor& r, std::size_t n) noexcept { r.handlers_queued(n); }

@@ -71,8 +71,12 @@ void launch_run(Op* op, std::error_code early_error) {
   // on the reactor's thread at any moment.
   asio::io_context* linger_io = running_io_context(op->executor());
   auto window = linger_io ? linger_window(*op->rx) : std::chrono::nanoseconds(0);
-  reactor_submit(*op->rx, op);
-  if (linger_io) linger_begin(*linger_io, window);
+  // A read done (or gathered) on this thread has its completion queued
+  // here already: lingering for it would only re-queue the linger's
+  // handler around it (docs/PERFORMANCE.md, "A read done in place: no linger,
+  // no backlog count").
+  if (reactor_submit(*op->rx, op) || !linger_io) return;
+  linger_begin(*linger_io, window);
 }
 
 }  // namespace xrtio::detail

@@ -73,7 +73,13 @@ class run_op_base {
 
   struct vtable {
     bool (*same_executor)(const run_op_base*, const run_op_base*) noexcept;
-    void (*post_batch)(run_op_base* head) noexcept;  // head->batch_next... all same type and executor
+    // head->batch_next... all same type and executor. `backlog`: the loop
+    // posts them, and they count in its backlog until they begin (the
+    // doze's measure); completions posted on a submitting thread (a read
+    // done in place or gathered) do not: they are not the loop's batches,
+    // and the count cost a cached 4 KiB read about 5 % (docs/PERFORMANCE.md,
+    // "A read done in place: no linger, no backlog count").
+    void (*post_batch)(run_op_base* head, bool backlog) noexcept;
     void (*destroy_handler)(run_op_base*) noexcept;  // orphaned: handler and work, not the op
     void (*free)(run_op_base*) noexcept;             // orphaned and finished: the op's storage
     // A declined read (reactor thread mode): if the handler's executor runs
@@ -313,7 +319,7 @@ class run_op final : public Base {
     }
   }
 
-  static void post_batch(run_op_base* base) noexcept {
+  static void post_batch(run_op_base* base, bool backlog) noexcept {
     auto* head = static_cast<run_op*>(base);
     auto reg = head->registry;
     // Ops whose context is going away are freed here instead (their
@@ -341,7 +347,7 @@ class run_op final : public Base {
     } else {
       live = head;
     }
-    send(live);
+    send(live, backlog);
     if (reg) reg->leave();
   }
 
@@ -349,11 +355,11 @@ class run_op final : public Base {
   static void repost(run_op* live) noexcept {
     auto reg = live->registry;
     if (reg) reg->enter();
-    send(live);
+    send(live, false);  // from the handler's thread
     if (reg) reg->leave();
   }
 
-  static void send(run_op* live) noexcept {
+  static void send(run_op* live, bool backlog) noexcept {
     // Untracked: the posted function is work of its own, and the op's
     // tracked work_ keeps the context running until finish() drops it on
     // the handler's thread. A tracked copy here, dropped on the reactor's
@@ -366,7 +372,7 @@ class run_op final : public Base {
     auto ex = asio::prefer(*live->work_, asio::execution::outstanding_work.untracked);
     auto* arena = &live->arena_;
     std::size_t n = 0;
-    if (live->rx) {
+    if (backlog && live->rx) {
       for (run_op_base* o = live; o; o = o->batch_next) ++n;
       reactor_handlers_queued(*live->rx, n);
     }
@@ -449,8 +455,11 @@ class run_op final : public Base {
 /// The reactor's entry points (src/reactor/reactor.cpp).
 std::shared_ptr<reactor> reactor_for(const xrtio::kernel& k, const run_options& o);
 /// Hands a validated op to the reactor: leases, start, polling. Never
-/// completes the op inline.
-void reactor_submit(reactor& r, run_op_base* op) noexcept;
+/// completes the op inline. Returns true when the op was done on this
+/// thread (a cached read, its completion posted) or gathered to be read on
+/// it: then nothing on the device or the loop's ring will complete it, and
+/// the io thread has nothing to linger for.
+bool reactor_submit(reactor& r, run_op_base* op) noexcept;
 /// Completes `op` with `ec` through the reactor (never inline).
 void reactor_reject(reactor& r, run_op_base* op, std::error_code ec) noexcept;
 void reactor_cancel(reactor& r, run_op_base* op, asio::cancellation_type t) noexcept;
