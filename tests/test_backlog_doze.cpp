@@ -443,5 +443,13 @@ TEST_CASE("backlog doze: completions posted on the submitting thread are not cou
   }
   MESSAGE((here1 - here0) << " of " << reads << " reads done or gathered on the submitting thread");
   if (s.rt.stats().file_inline_reads > 0) CHECK(seen_in_place == 0);
+  // Reads handed to the loop (a thread whose io_uring is refused, a page
+  // not cached) are counted when the loop posts them, which may be before
+  // or after the probe: judged only when every read stayed here.
+  if (here1 - here0 != std::uint64_t(reads)) {
+    MESSAGE("XRTIO-SKIP: " << (here1 - here0) << " of " << reads
+                           << " reads stayed on the submitting thread here: the gathered reads' count not judged");
+    return;
+  }
   CHECK(seen_after_flush == 0);
 }

@@ -232,8 +232,10 @@ class reactor final : public access_listener {
   // written only when it changes (publish_short_runs). Reactor-thread mode
   // only: in-loop the driver is the io thread.
   std::atomic<bool> short_runs_{false};
-  // Completions posted and not yet begun by their handlers (any thread,
-  // once per batch each side), and whether the loop dozes on that backlog
+  // Completions the loop posted and their handlers have not yet begun
+  // (added by the loop, taken off by the handlers' threads, once per batch
+  // each side; batches posted on other threads are not counted: run_op's
+  // post_batch), and whether the loop dozes on that backlog
   // (rest(); cleared by whoever ends the doze, so one notify per doze).
   const bool counts_backlog_ = opts_.reactor_thread && opts_.backlog_doze.count() > 0;
   alignas(64) std::atomic<std::int64_t> queued_handlers_{0};

@@ -71,12 +71,14 @@ void launch_run(Op* op, std::error_code early_error) {
   // on the reactor's thread at any moment.
   asio::io_context* linger_io = running_io_context(op->executor());
   auto window = linger_io ? linger_window(*op->rx) : std::chrono::nanoseconds(0);
-  // A read done (or gathered) on this thread has its completion queued
-  // here already: lingering for it would only re-queue the linger's
-  // handler around it (docs/PERFORMANCE.md, "A read done in place: no linger,
-  // no backlog count").
-  if (reactor_submit(*op->rx, op) || !linger_io) return;
-  linger_begin(*linger_io, window);
+  // A read done on this thread has its completion queued here already, and
+  // a gathered one is read here once this handler returns (the loop gets
+  // it only if the page cache does not hold it): lingering would only
+  // re-queue the linger's handler around them (docs/PERFORMANCE.md, "A read
+  // done in place: no linger, no backlog count"). Window 0 still makes the
+  // thread's linger state at its first submission (io_linger.hpp).
+  bool here = reactor_submit(*op->rx, op);
+  if (linger_io) linger_begin(*linger_io, here ? std::chrono::nanoseconds(0) : window);
 }
 
 }  // namespace xrtio::detail

@@ -75,10 +75,12 @@ class run_op_base {
     bool (*same_executor)(const run_op_base*, const run_op_base*) noexcept;
     // head->batch_next... all same type and executor. `backlog`: the loop
     // posts them, and they count in its backlog until they begin (the
-    // doze's measure); completions posted on a submitting thread (a read
-    // done in place or gathered) do not: they are not the loop's batches,
-    // and the count cost a cached 4 KiB read about 5 % (docs/PERFORMANCE.md,
-    // "A read done in place: no linger, no backlog count").
+    // doze's measure) and end a linger when they run; completions posted
+    // on other threads (a read done in place or gathered, a re-post after
+    // a throwing handler, after the loop stopped) do neither: they are not
+    // the loop's batches, and the count cost a cached 4 KiB read about 5 %
+    // (docs/PERFORMANCE.md, "A read done in place: no linger, no backlog
+    // count").
     void (*post_batch)(run_op_base* head, bool backlog) noexcept;
     void (*destroy_handler)(run_op_base*) noexcept;  // orphaned: handler and work, not the op
     void (*free)(run_op_base*) noexcept;             // orphaned and finished: the op's storage
@@ -250,8 +252,13 @@ class run_op final : public Base {
   struct batch_fn {
     run_op* head;
     std::size_t queued;  // counted in the reactor's backlog until the batch begins
-    batch_fn(run_op* h, std::size_t n) noexcept : head(h), queued(n) {}
-    batch_fn(batch_fn&& o) noexcept : head(std::exchange(o.head, nullptr)), queued(std::exchange(o.queued, 0)) {}
+    // Posted by the loop: completions a linger on this thread waits for. A
+    // batch posted here (a read done in place, gathered) is not: counting
+    // it would end a linger still waiting for a run submitted beside it.
+    bool from_loop;
+    batch_fn(run_op* h, std::size_t n, bool loop) noexcept : head(h), queued(n), from_loop(loop) {}
+    batch_fn(batch_fn&& o) noexcept
+        : head(std::exchange(o.head, nullptr)), queued(std::exchange(o.queued, 0)), from_loop(o.from_loop) {}
     batch_fn& operator=(batch_fn&&) = delete;
     ~batch_fn() {
       // Destroyed without running (the executor's context shut down):
@@ -272,7 +279,7 @@ class run_op final : public Base {
       // cost a thread-local lookup per handler (2.3 % of a cached 4 KiB
       // read's samples, docs/PERFORMANCE.md, "File I/O").
       begin();
-      linger_note_completions();
+      if (from_loop) linger_note_completions();
       // The ops and their native runs were last written on other threads
       // (the reactor, the device): each first touch here is a cache miss,
       // and walking the list by batch_next would take them one at a time.
@@ -382,7 +389,7 @@ class run_op final : public Base {
       asio::execution::execute(
           asio::prefer(asio::require(e, asio::execution::blocking.never), asio::execution::relationship.fork,
                        asio::execution::allocator(arena_allocator<void, arena_size>(arena))),
-          batch_fn(live, n));
+          batch_fn(live, n, backlog));
     };
     try {
       // A type-erased executor (any_io_executor, use_awaitable's) ignores the
@@ -457,8 +464,8 @@ std::shared_ptr<reactor> reactor_for(const xrtio::kernel& k, const run_options& 
 /// Hands a validated op to the reactor: leases, start, polling. Never
 /// completes the op inline. Returns true when the op was done on this
 /// thread (a cached read, its completion posted) or gathered to be read on
-/// it: then nothing on the device or the loop's ring will complete it, and
-/// the io thread has nothing to linger for.
+/// it once the current handler returns (handed to the loop then if the
+/// page cache does not hold it all): no linger is started for it.
 bool reactor_submit(reactor& r, run_op_base* op) noexcept;
 /// Completes `op` with `ec` through the reactor (never inline).
 void reactor_reject(reactor& r, run_op_base* op, std::error_code ec) noexcept;
