@@ -67,6 +67,22 @@ struct chain {
                      }));
   }
 };
+/// A 64 KiB file in the temporary directory, just written (so in the page
+/// cache), removed at the end.
+struct cached_file {
+  std::filesystem::path path;
+  explicit cached_file(const char* name)
+      : path(std::filesystem::temp_directory_path() / (name + std::to_string(::getpid()))) {
+    std::vector<char> bytes(64 << 10, 'x');
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    REQUIRE(out.good());
+  }
+  ~cached_file() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+};
 }  // namespace
 
 TEST_CASE("io linger: short runs submitted from an io_context's handlers linger, and the lingering ends") {
@@ -186,15 +202,8 @@ TEST_CASE("io linger: an io_context destroyed with a linger queued ends it, and 
 // linger, no backlog count"). Reads that
 // went to the loop instead (a refused RWF_NOWAIT) are not judged.
 TEST_CASE("io linger: not for a file read done on the submitting thread") {
-  namespace fs = std::filesystem;
   sim_runtime s(wide_window());
-  auto path = fs::temp_directory_path() / ("xrtio-linger-" + std::to_string(::getpid()));
-  {
-    std::vector<char> bytes(64 << 10, 'x');
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    REQUIRE(out.good());
-  }
+  cached_file file("xrtio-linger-");
   on_fresh_thread([&] {
     {
       // The reactor learns that runs are short: submissions linger.
@@ -204,7 +213,7 @@ TEST_CASE("io linger: not for a file read done on the submitting thread") {
       warm.run();
       REQUIRE(c.lingered > 0);
     }
-    auto f = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .runtime = &s.rt});
+    auto f = xrtio::file::open(file.path, xrtio::file_mode::read, {.direct = false, .runtime = &s.rt});
     auto buf = s.ctx.alloc(4096);
     asio::io_context io;
     int left = 100, done = 0, errors = 0, in_place = 0, lingered = 0;
@@ -237,8 +246,6 @@ TEST_CASE("io linger: not for a file read done on the submitting thread") {
     again.run();
     CHECK(c.lingered > 0);
   });
-  std::error_code ec;
-  fs::remove(path, ec);
 }
 
 // A handler that submits a short run and a cached read beside it: the
@@ -248,19 +255,12 @@ TEST_CASE("io linger: not for a file read done on the submitting thread") {
 // at 0-1 of 200 run completions (a reviewer's probe), where it lingers at
 // most of them.
 TEST_CASE("io linger: a read done in place beside a run does not end the linger for the run") {
-  namespace fs = std::filesystem;
   xrtio::sim::device_config cfg;
   cfg.latency.fixed = 100us;  // short against the 20 ms window, longer than a read
   sim_runtime s(wide_window(), cfg);
-  auto path = fs::temp_directory_path() / ("xrtio-linger-mixed-" + std::to_string(::getpid()));
-  {
-    std::vector<char> bytes(64 << 10, 'x');
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    REQUIRE(out.good());
-  }
+  cached_file file("xrtio-linger-mixed-");
   on_fresh_thread([&] {
-    auto f = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .runtime = &s.rt});
+    auto f = xrtio::file::open(file.path, xrtio::file_mode::read, {.direct = false, .runtime = &s.rt});
     constexpr int rounds = 200;
     // A buffer per round: a read the page cache did not hold goes to the
     // loop and may still hold its lease when the next round begins.
@@ -300,8 +300,6 @@ TEST_CASE("io linger: a read done in place beside a run does not end the linger 
     // 2 cores (a linger that runs out halves the next one's budget).
     CHECK(lingering_at_run >= rounds / 25);
   });
-  std::error_code ec;
-  fs::remove(path, ec);
 }
 
 TEST_CASE("io linger: an io_context run by two threads: a linger taken by the other thread ends without touching its owner's state") {
