@@ -83,6 +83,16 @@ struct cached_file {
     std::filesystem::remove(path, ec);
   }
 };
+
+/// Warms this thread, briefly (each linger that runs out halves the next):
+/// the reactor learns that runs are short, and submissions linger.
+void warm_up(sim_runtime& s) {
+  asio::io_context warm;
+  chain<asio::io_context::executor_type> c{s.ctx, warm.get_executor(), 3};
+  c.next();
+  warm.run();
+  REQUIRE(c.lingered > 0);
+}
 }  // namespace
 
 TEST_CASE("io linger: short runs submitted from an io_context's handlers linger, and the lingering ends") {
@@ -158,15 +168,7 @@ TEST_CASE("io linger: never for executors that cannot say where they run, nor in
 TEST_CASE("io linger: an io_context destroyed with a linger queued ends it, and the thread lingers again") {
   sim_runtime s(wide_window());
   on_fresh_thread([&] {
-    {
-      // Warm, briefly (each linger that runs out halves the next): the
-      // reactor learns that runs are short.
-      asio::io_context warm;
-      chain<asio::io_context::executor_type> c{s.ctx, warm.get_executor(), 3};
-      c.next();
-      warm.run();
-      REQUIRE(c.lingered > 0);
-    }
+    warm_up(s);
     std::atomic<int> orphan_calls{0};
     {
       asio::io_context io;
@@ -205,14 +207,7 @@ TEST_CASE("io linger: not for a file read done on the submitting thread") {
   sim_runtime s(wide_window());
   cached_file file("xrtio-linger-");
   on_fresh_thread([&] {
-    {
-      // The reactor learns that runs are short: submissions linger.
-      asio::io_context warm;
-      chain<asio::io_context::executor_type> c{s.ctx, warm.get_executor(), 3};
-      c.next();
-      warm.run();
-      REQUIRE(c.lingered > 0);
-    }
+    warm_up(s);
     auto f = xrtio::file::open(file.path, xrtio::file_mode::read, {.direct = false, .runtime = &s.rt});
     auto buf = s.ctx.alloc(4096);
     asio::io_context io;
