@@ -946,7 +946,6 @@ TEST_CASE("reactor: a throwing handler does not lose the completions batched aft
   CHECK(rtest::eventually([&] { return f.rt.stats().batches >= 1; }));
   auto batches = f.rt.stats().batches;
   MESSAGE(n << " completions handed over in " << batches << " batch(es)");
-  CHECK(batches >= 1);
   CHECK(batches < n);  // the case under test: several handlers in one batch
   CHECK(exceptions == 1);
   for (int i = 0; i < n; ++i) CHECK_MESSAGE(calls[i] == 1, "handler " << i << " ran " << calls[i] << " times");
