@@ -12,6 +12,7 @@
 
 #include <asio.hpp>
 #include <asio/experimental/deferred.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +25,7 @@
 
 #include "reactor_support.hpp"
 #include "ring_table.hpp"  // test seam: table sizes (src/reactor)
+#include "xrtio/detail/completion_service.hpp"  // the registry (read_at_once cases)
 #include "xrtio/xrtio.hpp"
 
 using namespace std::chrono_literals;
@@ -1303,13 +1305,116 @@ TEST_CASE("file io: with a trace recorded every read goes through the loop (its 
   auto file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false});
   auto buf = f.ctx.alloc(8192);
   asio::io_context io;
-  outcome o;
-  xrtio::async_read_file(file, 0, xrtio::out(buf), record(io, o));
-  run_until(io, o);
-  REQUIRE(!o.ec);
-  CHECK(o.bytes == 8192);
+  // Twice: the second comes once this thread has registered with io, where
+  // an untraced runtime would read it before registering (read_at_once).
+  for (int i = 0; i < 2; ++i) {
+    INFO("read " << i);
+    outcome o;
+    xrtio::async_read_file(file, 0, xrtio::out(buf), record(io, o));
+    run_until(io, o);
+    REQUIRE(!o.ec);
+    CHECK(o.bytes == 8192);
+  }
   CHECK(f.rt.stats().file_inline_reads == 0);
-  CHECK(f.rt.stats().file_pieces >= 1);
+  CHECK(f.rt.stats().file_pieces >= 2);
+}
+
+// ---- Reads done at once, before registering (reactor::read_at_once;
+// docs/DESIGN.md, "File I/O", "Done at once, unregistered") ----
+
+namespace {
+
+// The ops registered in io's completion registry now.
+std::size_t registered(const std::shared_ptr<xrtio::detail::completion_registry>& reg) {
+  std::lock_guard lock(reg->mutex);
+  return std::size_t(std::count_if(reg->table.begin(), reg->table.end(), [](auto* op) { return op != nullptr; }));
+}
+
+// A cached file of 64 KiB, whether this file system takes RWF_NOWAIT (else
+// no read is done at once here).
+struct cached_file {
+  temp_dir dir;
+  std::vector<std::byte> content = random_bytes(64 << 10, 31);
+  xrtio::file file;
+  bool nowait = false;
+  cached_file() {
+    write_file(dir.path / "at-once", content);  // just written: in the page cache
+    file = xrtio::file::open(dir.path / "at-once", xrtio::file_mode::read, {.direct = false});
+    std::vector<std::byte> probe(4096);
+    iovec v{probe.data(), probe.size()};
+    nowait = ::preadv2(file.native_handle(), &v, 1, 0, RWF_NOWAIT) == 4096;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("file io: a cached read done at once takes no slot in its context's registry, and counts as in flight "
+          "there until its handler runs") {
+  cached_file cf;
+  if (!cf.nowait) {
+    MESSAGE("XRTIO-SKIP: preadv2(RWF_NOWAIT) refused here: no read is done at once");
+    return;
+  }
+  fixture f;
+  auto buf = f.ctx.alloc(8192);
+  asio::io_context io;
+  // The first read registers (this thread does not know io's registry yet).
+  outcome first;
+  xrtio::async_read_file(cf.file, 0, xrtio::out(buf.sub(4096, 0)), record(io, first));
+  auto reg = asio::use_service<xrtio::detail::completion_service>(io).registry();
+  CHECK(registered(reg) == 1);
+  run_until(io, first);
+  REQUIRE(!first.ec);
+  CHECK(registered(reg) == 0);
+  for (int i = 1; i <= 3; ++i) {
+    INFO("read " << i);
+    auto s0 = f.rt.stats();
+    outcome o;
+    xrtio::async_read_file(cf.file, std::uint64_t(i) * 4096, xrtio::out(buf.sub(4096, 4096)), record(io, o));
+    CHECK(f.rt.stats().file_inline_reads - s0.file_inline_reads == 1);
+    CHECK(!o.done);  // never inline: its completion is queued in io
+    CHECK(registered(reg) == 0);
+    CHECK(reg->at_once.load() == 1);
+    run_until(io, o);
+    CHECK(!o.ec);
+    CHECK(o.bytes == 4096);
+    CHECK(std::memcmp(buf.map().data() + 4096, cf.content.data() + std::size_t(i) * 4096, 4096) == 0);
+    CHECK(reg->at_once.load() == 0);
+  }
+}
+
+TEST_CASE("file io: an io_context destroyed with the completion of a read done at once queued destroys its handler "
+          "unrun, and the read leaves its context's count") {
+  cached_file cf;
+  if (!cf.nowait) {
+    MESSAGE("XRTIO-SKIP: preadv2(RWF_NOWAIT) refused here: no read is done at once");
+    return;
+  }
+  fixture f;
+  auto buf = f.ctx.alloc(4096);
+  auto io = std::make_unique<asio::io_context>();
+  outcome first;
+  xrtio::async_read_file(cf.file, 0, xrtio::out(buf), record(*io, first));
+  run_until(*io, first);
+  REQUIRE(!first.ec);
+  auto reg = asio::use_service<xrtio::detail::completion_service>(*io).registry();
+  auto s0 = f.rt.stats();
+  auto alive = std::make_shared<int>(0);
+  std::weak_ptr<int> handler_state = alive;
+  bool ran = false;
+  xrtio::async_read_file(cf.file, 8192, xrtio::out(buf),
+                         asio::bind_executor(*io, [&ran, a = std::move(alive)](std::error_code, std::size_t) { ran = true; }));
+  CHECK(f.rt.stats().file_inline_reads - s0.file_inline_reads == 1);
+  CHECK(reg->at_once.load() == 1);
+  CHECK(!handler_state.expired());
+  io.reset();
+  CHECK(!ran);
+  CHECK(handler_state.expired());
+  CHECK(reg->at_once.load() == 0);
+  // Its lease went with the read: the range is free for the host.
+  std::vector<std::byte> back(4096);
+  buf.read(back);
+  CHECK(std::memcmp(back.data(), cf.content.data() + 8192, 4096) == 0);
 }
 
 // ---- Registered files and fixed buffers (file_options::register_with_ring;

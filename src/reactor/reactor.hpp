@@ -46,6 +46,7 @@ class reactor final : public access_listener {
 
   // Any thread.
   bool submit(run_op_base* op) noexcept;                        // reactor.cpp; reactor_submit
+  bool read_at_once(run_op_base* op, completion_registry& reg) noexcept;  // reactor_files.cpp
   void reject(run_op_base* op, std::error_code ec) noexcept;   // reactor.cpp
   void cancel(run_op_base* op, asio::cancellation_type t) noexcept;
   void access_released() noexcept override;

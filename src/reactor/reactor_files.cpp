@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <limits>
 #include <new>
 
 #include "file/file_state.hpp"
@@ -82,14 +83,17 @@ void reactor::file_begin(run_op_base* op) noexcept {
 // the bytes read here, if any.
 bool reactor::file_try_inline(run_op_base* op) noexcept {
   auto* f = static_cast<file_op_base*>(op);
-  if (op->ph != run_op_base::phase::on_device || f->dir != file_op_base::direction::read || trace_) return false;
+  if (op->ph != run_op_base::phase::on_device || f->dir != file_op_base::direction::read || trace_ ||
+      f->tried_at_once)
+    return false;
   auto& fs = *f->file;
   if (!f->inline_candidate || fs.nowait_refused.load(std::memory_order_relaxed) ||
       stopping_.load(std::memory_order_acquire))
     return false;
   // Other candidate reads whose handlers run in the caller's context are in
-  // flight (completion_registry::inline_candidates counts this one too; done
-  // or not, their handlers not yet run): a small one joins them on the ring,
+  // flight (completion_registry::inline_candidates counts this one too, and
+  // at_once the reads done before registering; done or not, their handlers
+  // not yet run): a small one joins them on the ring,
   // where the reads a pass gathers share one io_uring_enter, instead of
   // costing a system call of its own here. Alone (a loop of read, await,
   // read) it is done here: no thread hop. Over batch_read_limit the copy
@@ -117,8 +121,10 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
   // candidates times this read's length stand in for them (each candidate
   // is at most inline_read_limit, and a burst of reads at depth is
   // typically of one size).
-  std::size_t candidates =
-      f->registry && file_engine_is_ring() ? f->registry->inline_candidates.load(std::memory_order_relaxed) : 0;
+  std::size_t candidates = f->registry && file_engine_is_ring()
+                               ? f->registry->inline_candidates.load(std::memory_order_relaxed) +
+                                     f->registry->at_once.load(std::memory_order_relaxed)
+                               : 0;
   if (candidates > 1) {
     std::size_t workers_min = fs.options.worker_read_min;
     if (f->length <= batch_read_limit) {
@@ -147,6 +153,51 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
   if (!file_done_on_caller(f, got, counters_.inline_reads, counters_.inline_bytes)) return false;
   op->batch_next = nullptr;
   op->vt().post_batch(op, false);  // never inline: through the handler's executor; not the loop's backlog
+  return true;
+}
+
+// Before registration, on the initiating thread (launch_run): what submit
+// and file_try_inline would do for a small cached read alone in its
+// context, without the registry. Registration exists so that a context
+// destroyed with a run pending destroys its handler, not its leases; a
+// read finished here is posted while the initiating call still keeps the
+// context alive, so it needs none: two lock pairs (add, remove) and the
+// registry's reference count, entry and exit, and the op's life exchange
+// go (docs/PERFORMANCE.md, "A read done at once, unregistered"). It still
+// counts as an in-flight candidate of its context (reg.at_once) until its
+// handler begins, so that a read issued beside it joins the ring as
+// before. Runtimes that observe (histograms, trace) take the usual path.
+// On any other outcome the op is left as it was, its lease released, and
+// the usual path takes it (not trying the page cache again if this found
+// it short).
+bool reactor::read_at_once(run_op_base* op, completion_registry& reg) noexcept {
+  auto* f = static_cast<file_op_base*>(op);
+  auto& fs = *f->file;
+  if (observer_ || fs.nowait_refused.load(std::memory_order_relaxed) || stopping_.load(std::memory_order_acquire))
+    return false;
+  if (reg.inline_candidates.load(std::memory_order_relaxed) + reg.at_once.load(std::memory_order_relaxed) != 0 &&
+      file_engine_is_ring())
+    return false;
+  if (op->core.acquire(nullptr, nullptr) != acquire_status::acquired) return false;  // the usual path's policy
+  auto give_back = [&] {
+    f->issued = f->done = 0;
+    f->end = std::numeric_limits<std::size_t>::max();
+    f->tried_at_once = true;
+    op->core.release();
+    return false;
+  };
+  ssize_t n = read_nowait(fs.fd, f->memory, f->length, f->offset);
+  if (n < 0) {
+    if (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL) fs.nowait_refused.store(true, std::memory_order_relaxed);
+    return give_back();
+  }
+  std::size_t got = file_confirm_end(f, std::size_t(n));
+  if (got < std::min(f->length, f->end)) return give_back();
+  if (!file_done_on_caller(f, got, counters_.inline_reads, counters_.inline_bytes)) return give_back();
+  op->at_once_registry = &reg;
+  reg.at_once.fetch_add(1, std::memory_order_relaxed);  // before the post: the handler may begin at once
+  op->batch_next = nullptr;
+  op->vt().post_batch(op, false);
   return true;
 }
 

@@ -44,14 +44,23 @@ bool completion_registry::try_add(run_op_base* op) {
   return true;
 }
 
+namespace {
+// The context the calling thread last registered with, and its registry.
+// A context destroyed and another made at the same address: the cached
+// registry is the old one, marked shut_down by the old context's service
+// before it went, so try_add refuses it and the cache is renewed.
+thread_local struct {
+  asio::execution_context* ctx = nullptr;
+  std::shared_ptr<completion_registry> registry;
+} last;
+}  // namespace
+
+completion_registry* registry_known_here(asio::execution_context& ctx) noexcept {
+  if (last.ctx != &ctx || last.registry->shut_down.load(std::memory_order_relaxed)) return nullptr;
+  return last.registry.get();
+}
+
 void register_completion(asio::execution_context& ctx, run_op_base* op) {
-  // A context destroyed and another made at the same address: the cached
-  // registry is the old one, marked shut_down by the old context's
-  // service before it went, so try_add refuses it and the cache is renewed.
-  thread_local struct {
-    asio::execution_context* ctx = nullptr;
-    std::shared_ptr<completion_registry> registry;
-  } last;
   if (last.ctx == &ctx && last.registry->try_add(op)) {
     op->registry = last.registry;
     return;

@@ -56,6 +56,14 @@ struct completion_registry {
   // rather than being done at once (docs/DESIGN.md, "File I/O", "Alone at
   // once, together on the ring", for why the key is the context alone).
   std::atomic<unsigned> inline_candidates{0};
+  // Reads done at once on the initiating thread, before any registration
+  // (reactor::read_at_once), whose handlers have not begun: candidates too,
+  // counted apart from the table (one atomic add at the post, one subtract
+  // before the handler runs or as it is destroyed unrun), so that a read
+  // issued beside one of them still joins the ring. The shutdown leaves it
+  // alone: those ops are not in the table, and their functions queued in
+  // the context (which still has this service then) take themselves out.
+  std::atomic<unsigned> at_once{0};
 
   void enter() noexcept { posting.fetch_add(1, std::memory_order_seq_cst); }
   void leave() noexcept {
@@ -79,6 +87,11 @@ struct completion_registry {
 /// the common case (a thread launching runs for one io_context) costs no
 /// asio::use_service lookup (the service registry's mutex and list walk).
 void register_completion(asio::execution_context& ctx, run_op_base* op);
+
+/// The registry of `ctx` if the calling thread's last registration was
+/// with it and it has not shut down; else null. No lock, no lookup: for a
+/// read that may complete without registering (reactor::read_at_once).
+completion_registry* registry_known_here(asio::execution_context& ctx) noexcept;
 
 class completion_service : public asio::execution_context::service {
  public:

@@ -52,6 +52,14 @@ asio::io_context* running_io_context(const Ex& ex) noexcept {
 template <class Op>
 void launch_run(Op* op, std::error_code early_error) {
   auto& ctx = execution_context_of(op->executor());
+  // A small cached read alone in its context: done here and posted, while
+  // the initiating call keeps the context alive, so without registering
+  // (two lock pairs and five atomic operations of a 4 KiB read's ~1 us,
+  // docs/PERFORMANCE.md, "A read done at once, unregistered"). Until this
+  // thread has registered once with the context its registry is not known
+  // here: that read takes the usual path.
+  if (!early_error && op->inline_candidate)
+    if (auto* reg = registry_known_here(ctx); reg && reactor_read_at_once(*op->rx, op, *reg)) return;
   try {
     register_completion(ctx, op);  // may throw: the service's creation, the registry's growth
   } catch (...) {

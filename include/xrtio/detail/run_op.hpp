@@ -130,6 +130,11 @@ class run_op_base {
   std::uint64_t intake_pos = 0;      // the reactor's intake: its place when the ring was full
   run_op_base* batch_next = nullptr;  // completion batches
   std::shared_ptr<completion_registry> registry;
+  // A read done at once, unregistered (reactor::read_at_once): the registry
+  // whose at_once count holds it until its handler begins or is destroyed.
+  // Not owned: the function that completes the op is queued in that
+  // registry's context, whose services outlive every function it destroys.
+  completion_registry* at_once_registry = nullptr;
   std::uint32_t reg_slot = 0;          // its slot in the registry's table, while registered
   run_op_base* reg_next = nullptr;     // the registry's shutdown: its orphans
 
@@ -233,8 +238,14 @@ class run_op final : public Base {
 
   // Invoked on the handler's executor: free the op first (Asio's rule,
   // invariant 1), then call the handler, then drop the outstanding work.
-  static void finish(run_op* o) {
+  // Out of its registry's table, or its count of reads done at once.
+  static void unregister(run_op* o) noexcept {
     if (o->registry) o->registry->remove(o);
+    else if (auto* r = std::exchange(o->at_once_registry, nullptr)) r->at_once.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  static void finish(run_op* o) {
+    unregister(o);
     auto slot = asio::get_associated_cancellation_slot(*o->handler_);
     if (slot.is_connected()) slot.clear();
     Handler h(std::move(*o->handler_));
@@ -266,7 +277,7 @@ class run_op final : public Base {
       begin();
       while (head) {
         auto* n = static_cast<run_op*>(head->batch_next);
-        if (head->registry) head->registry->remove(head);
+        unregister(head);
         destroy(head);
         head = n;
       }
@@ -467,6 +478,12 @@ std::shared_ptr<reactor> reactor_for(const xrtio::kernel& k, const run_options& 
 /// it once the current handler returns (handed to the loop then if the
 /// page cache does not hold it all): no linger is started for it.
 bool reactor_submit(reactor& r, run_op_base* op) noexcept;
+/// A buffered file read of at most its file's inline_read_limit
+/// (inline_candidate), before any registration: done here, its completion
+/// posted, if the page cache holds it, it may be leased at once and no
+/// other candidate read of `reg`'s context is in flight (those go to the
+/// ring together). Returns false, leaving the op as it was, otherwise.
+bool reactor_read_at_once(reactor& r, run_op_base* op, completion_registry& reg) noexcept;
 /// Completes `op` with `ec` through the reactor (never inline).
 void reactor_reject(reactor& r, run_op_base* op, std::error_code ec) noexcept;
 void reactor_cancel(reactor& r, run_op_base* op, asio::cancellation_type t) noexcept;
