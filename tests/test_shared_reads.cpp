@@ -279,3 +279,56 @@ TEST_CASE("shared reads: a run refused as a whole never makes another thread's w
     CHECK(b.active_count() == 0);
   }
 }
+
+TEST_CASE("shared reads: the gate stays closed after the last writer goes, until a shared read opens it, so a buffer "
+          "only ever written takes its leases without touching it") {
+  detail::access_tracker t(extent);
+  CHECK(!t.gate_is_closed());
+  for (int i = 0; i < 3; ++i) {
+    INFO("write lease " << i);
+    auto w = req(t, 0, 16, W);
+    REQUIRE(take(w) == st::acquired);
+    CHECK(t.gate_is_closed());
+    t.release(w.id);
+    CHECK(t.gate_is_closed());  // left closed: the next write lease needs no atomic operation on it
+  }
+  // A host operation and a partial read take the locked path and leave it closed.
+  auto host = req(t, 0, extent, R);
+  REQUIRE(take(host, detail::holder_kind::host) == st::acquired);
+  t.release(host.id);
+  CHECK(t.gate_is_closed());
+  // A run's whole read finds it closed with nothing behind it: opens it and
+  // is a shared read; the ones after it take the shared path at once.
+  auto r1 = req(t, 0, extent, R), r2 = req(t, 0, extent, R);
+  REQUIRE(take(r1) == st::acquired);
+  CHECK(r1.id == shared_id);
+  CHECK(!t.gate_is_closed());
+  REQUIRE(take(r2) == st::acquired);
+  CHECK(r2.id == shared_id);
+  // A writer still meets them (closing the gate) and is refused.
+  auto w = req(t, 100, 200, W);
+  CHECK(take(w) == st::conflict);
+  CHECK(t.gate_is_closed());
+  t.release(r1.id);
+  t.release(r2.id);
+  REQUIRE(take(w) == st::acquired);
+  t.release(w.id);
+  CHECK(t.active_count() == 0);
+  // Several trackers: each gate closed by a writer is opened by the read of all.
+  detail::access_tracker a(extent), b(extent);
+  auto wa = req(a, 0, 1, W), wb = req(b, 0, 1, W);
+  REQUIRE(take(wa) == st::acquired);
+  REQUIRE(take(wb) == st::acquired);
+  a.release(wa.id);
+  b.release(wb.id);
+  CHECK(a.gate_is_closed());
+  CHECK(b.gate_is_closed());
+  std::vector<detail::access_request> both{req(a, 0, extent, R), req(b, 0, extent, R)};
+  REQUIRE(detail::access_tracker::acquire(both, detail::holder_kind::run, nullptr) == st::acquired);
+  CHECK(both[0].id == shared_id);
+  CHECK(both[1].id == shared_id);
+  CHECK(!a.gate_is_closed());
+  CHECK(!b.gate_is_closed());
+  a.release(both[0].id);
+  b.release(both[1].id);
+}

@@ -78,11 +78,34 @@ void access_tracker::release_shared(std::uint64_t n) noexcept {
   }
 }
 
-void access_tracker::update_gate() noexcept {
-  if (writers_ > 0 || !waiting_.empty())
+void access_tracker::close_gate() noexcept {
+  // The bit changes only under mutex_ (readers' compare-and-swaps keep it),
+  // so a plain load tells whether it is set already.
+  if ((writers_ > 0 || !waiting_.empty()) && !(shared_.load(std::memory_order_relaxed) & gate_closed))
     shared_.fetch_or(gate_closed, std::memory_order_acq_rel);
-  else if (shared_.load(std::memory_order_relaxed) & gate_closed)
-    shared_.fetch_and(~gate_closed, std::memory_order_release);
+}
+
+bool access_tracker::take_shared(std::span<access_request> reqs) noexcept {
+  if (reqs.size() == 1) {
+    if (!reqs[0].tracker->try_shared(1)) return false;
+    reqs[0].id = shared_read_id;
+    return true;
+  }
+  // Several: each taken as pending first, then all made held. A writer
+  // that meets a pending take waits for it to be made held or given
+  // back, so no one ever sees a conflict with reads that were not
+  // granted (invariant 6: all or nothing).
+  std::size_t taken = 0;
+  while (taken < reqs.size() && reqs[taken].tracker->try_shared(pending_unit)) ++taken;
+  if (taken == reqs.size()) {
+    for (auto& r : reqs) {
+      r.tracker->shared_.fetch_add(1 - pending_unit, std::memory_order_release);  // pending -> held
+      r.id = shared_read_id;
+    }
+    return true;
+  }
+  for (std::size_t i = 0; i < taken; ++i) reqs[i].tracker->shared_.fetch_sub(pending_unit, std::memory_order_release);
+  return false;
 }
 
 std::uint64_t access_tracker::add(std::size_t begin, std::size_t end, access_mode mode, holder_kind holder) {
@@ -117,42 +140,36 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   // all or nothing, without a lock. A waiter is queued in a tracker it
   // touches, whose gate is closed then: it takes the locked path, which
   // removes it from the queues.
-  if (holder == holder_kind::run && std::all_of(reqs.begin(), reqs.end(), shared_eligible)) {
-    if (reqs.size() == 1) {
-      if (reqs[0].tracker->try_shared(1)) {
-        reqs[0].id = shared_read_id;
-        return acquire_status::acquired;
-      }
-    } else {
-      // Several: each taken as pending first, then all made held. A writer
-      // that meets a pending take waits for it to be made held or given
-      // back, so no one ever sees a conflict with reads that were not
-      // granted (invariant 6: all or nothing).
-      std::size_t taken = 0;
-      while (taken < reqs.size() && reqs[taken].tracker->try_shared(pending_unit)) ++taken;
-      if (taken == reqs.size()) {
-        for (auto& r : reqs) {
-          r.tracker->shared_.fetch_add(1 - pending_unit, std::memory_order_release);  // pending -> held
-          r.id = shared_read_id;
-        }
-        return acquire_status::acquired;
-      }
-      for (std::size_t i = 0; i < taken; ++i) reqs[i].tracker->shared_.fetch_sub(pending_unit, std::memory_order_release);
-    }
-  }
+  const bool eligible = holder == holder_kind::run && std::all_of(reqs.begin(), reqs.end(), shared_eligible);
+  if (eligible && take_shared(reqs)) return acquire_status::acquired;
   tracker_set set(reqs);
   for (std::size_t i = 0; i < set.count; ++i) set.items[i]->mutex_.lock();
   // However this ends (allocation failure in a message, a queue or a slot
-  // throws), every gate matches its tracker again and every lock is given
-  // back: run_core::acquire turns the exception into a conflict, and a
-  // tracker left locked would deadlock its next acquisition.
+  // throws), every gate that must be closed is closed and every lock is
+  // given back: run_core::acquire turns the exception into a conflict, and
+  // a tracker left locked would deadlock its next acquisition.
   struct unlock_all {
     tracker_set& set;
     ~unlock_all() {
-      for (std::size_t i = 0; i < set.count; ++i) set.items[i]->update_gate();
+      for (std::size_t i = 0; i < set.count; ++i) set.items[i]->close_gate();
       for (std::size_t i = set.count; i-- > 0;) set.items[i]->mutex_.unlock();
     }
   } unlock{set};
+
+  if (eligible) {
+    // Gates are opened here, not when the last writer or waiter goes: a
+    // gate found closed with nothing behind it is opened, and the shared
+    // path tried again (it fails only where a writer is held or queued).
+    bool opened = false;
+    for (std::size_t i = 0; i < set.count; ++i) {
+      auto* t = set.items[i];
+      if (t->writers_ == 0 && t->waiting_.empty() && (t->shared_.load(std::memory_order_relaxed) & gate_closed)) {
+        t->shared_.fetch_and(~gate_closed, std::memory_order_release);
+        opened = true;
+      }
+    }
+    if (opened && take_shared(reqs)) return acquire_status::acquired;
+  }
 
   // Check every request against what is held and what queued before it.
   acquire_status result = acquire_status::acquired;
@@ -170,11 +187,14 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
     }
     if (result != acquire_status::acquired) break;
     // Shared reads cover the whole extent: any write overlaps them. The gate
-    // is closed first, so that none is taken after the count is read;
-    // update_gate() below opens it again if this acquisition ends with no
-    // writer held or queued.
+    // is closed first, so that none is taken after the count is read; it
+    // stays closed after this acquisition, even if it ends with no writer
+    // held or queued, until a shared read finds it so (above).
     if (r.mode == access_mode::write && r.begin < r.end) {
-      auto v = t->shared_.fetch_or(gate_closed, std::memory_order_acq_rel);
+      // Left closed by an earlier writer, it needs no atomic operation
+      // here: no shared read has been taken since it closed.
+      auto v = t->shared_.load(std::memory_order_acquire);
+      if (!(v & gate_closed)) v = t->shared_.fetch_or(gate_closed, std::memory_order_acq_rel);
       // Takes under way (pending) end in a few instructions, made held or
       // given back; the closed gate lets no new one start.
       for (unsigned spins = 0; v & pending_mask; v = t->shared_.load(std::memory_order_acquire))
@@ -236,7 +256,6 @@ void access_tracker::withdraw(std::span<access_request> reqs, const void* owner)
     std::lock_guard lock(t->mutex_);
     auto& q = t->waiting_;
     q.erase(std::remove_if(q.begin(), q.end(), [&](const waiter& x) { return x.owner == owner; }), q.end());
-    t->update_gate();
     t->notify_waiters();  // a withdrawn waiter may have been holding back those behind it
   }
 }
@@ -258,7 +277,6 @@ void access_tracker::release(std::uint64_t id) noexcept {
   if (id == shared_read_id) return release_shared(1);
   std::lock_guard lock(mutex_);
   drop(id);
-  update_gate();
   notify_waiters();
 }
 
@@ -271,7 +289,6 @@ void access_tracker::release(std::span<const lease_ref> leases) noexcept {
     if (l.id != shared_read_id) drop(l.id);
   // Under the lock, so the waiters are told once, after both kinds went.
   if (shared) shared_.fetch_sub(shared, std::memory_order_release);
-  update_gate();
   notify_waiters();
 }
 

@@ -97,6 +97,8 @@ class access_tracker {
   /// Entries and waiters now held (tests, diagnostics).
   std::size_t active_count() const;
   std::size_t waiting_count() const;
+  /// Whether shared reads are sent to the locked path now (tests).
+  bool gate_is_closed() const noexcept { return shared_.load(std::memory_order_acquire) & gate_closed; }
 
  private:
   struct entry {
@@ -116,8 +118,12 @@ class access_tracker {
   // Whole-extent reads by runs while no write is held or queued: counted
   // here with one atomic operation each way instead of an entry under the
   // mutex (docs/DESIGN.md, "Shared reads without the lock"). The top bit is
-  // the gate: set, under the mutex, while writers_ > 0 or waiting_ is not
-  // empty; a set gate sends newcomers to the locked path.
+  // the gate, changed only under the mutex: set whenever writers_ > 0 or
+  // waiting_ is not empty, and left set after they go, until a shared read
+  // finds it so and opens it (acquire): a buffer only ever written (a file
+  // read's destination, a run's output) then takes its write leases with
+  // no atomic operation on this word. A set gate sends newcomers to the
+  // locked path.
   // Below the gate: takes in progress (pending_unit each, bits 32-62: an
   // acquisition of several allocations takes them all before any is held)
   // and held shared reads (bits 0-31).
@@ -144,8 +150,11 @@ class access_tracker {
   void drop(std::uint64_t id) noexcept;
   /// Under mutex_: tells every queued request's listener to retry.
   void notify_waiters() noexcept;
-  /// Under mutex_: opens or closes the gate to match writers_ and waiting_.
-  void update_gate() noexcept;
+  /// Under mutex_: closes the gate if writers_ or waiting_ need it (it is
+  /// opened only by acquire, for a shared read).
+  void close_gate() noexcept;
+  /// All of `reqs` (shared-eligible) as shared reads without the lock, or none.
+  static bool take_shared(std::span<access_request> reqs) noexcept;
   /// Whether `r` may take the shared path (a read of its tracker's whole extent).
   static bool shared_eligible(const access_request& r) noexcept;
   /// Adds `unit` (1: held, pending_unit: pending) without the lock, if the gate is open.
