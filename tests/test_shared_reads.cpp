@@ -292,10 +292,15 @@ TEST_CASE("shared reads: the gate stays closed after the last writer goes, until
     t.release(w.id);
     CHECK(t.gate_is_closed());  // left closed: the next write lease needs no atomic operation on it
   }
-  // A host operation and a partial read take the locked path and leave it closed.
+  // A host operation and a run's partial read take the locked path and leave it closed.
   auto host = req(t, 0, extent, R);
   REQUIRE(take(host, detail::holder_kind::host) == st::acquired);
   t.release(host.id);
+  CHECK(t.gate_is_closed());
+  auto part = req(t, 0, extent - 1, R);
+  REQUIRE(take(part) == st::acquired);
+  CHECK(part.id != shared_id);
+  t.release(part.id);
   CHECK(t.gate_is_closed());
   // A run's whole read finds it closed with nothing behind it: opens it and
   // is a shared read; the ones after it take the shared path at once.

@@ -158,17 +158,17 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
 
   if (eligible) {
     // Gates are opened here, not when the last writer or waiter goes: a
-    // gate found closed with nothing behind it is opened, and the shared
-    // path tried again (it fails only where a writer is held or queued).
-    bool opened = false;
+    // gate found closed with nothing behind it is opened, and if every gate
+    // is open now (opened here, or by another reader since this one found
+    // it closed) the shared path is tried again.
+    bool all_open = true;
     for (std::size_t i = 0; i < set.count; ++i) {
       auto* t = set.items[i];
-      if (t->writers_ == 0 && t->waiting_.empty() && (t->shared_.load(std::memory_order_relaxed) & gate_closed)) {
-        t->shared_.fetch_and(~gate_closed, std::memory_order_release);
-        opened = true;
-      }
+      if (!(t->shared_.load(std::memory_order_relaxed) & gate_closed)) continue;
+      if (t->writers_ == 0 && t->waiting_.empty()) t->shared_.fetch_and(~gate_closed, std::memory_order_release);
+      else all_open = false;
     }
-    if (opened && take_shared(reqs)) return acquire_status::acquired;
+    if (all_open && take_shared(reqs)) return acquire_status::acquired;
   }
 
   // Check every request against what is held and what queued before it.

@@ -293,12 +293,17 @@ bool reactor::submit(run_op_base* op) noexcept {
   if (op->options.timeout.count() > 0) op->deadline = saturating_deadline(clock::now(), op->options.timeout);
   // Leases and submission on the caller's thread: no reactor hop before the
   // device starts working (the reactor only observes).
-  const access_waiter* w = nullptr;
-  if (op->options.on_conflict == conflict_policy::wait) {
-    op->waiter = access_waiter{op, access_tracker::next_wait_seq(), this};
-    w = &op->waiter;
+  acquire_status st = acquire_status::acquired;
+  // A read that read_at_once began holds its lease already (its bytes are
+  // in the buffer): nothing may come between them and the rest.
+  if (!op->file_io || !static_cast<file_op_base*>(op)->leased_at_once) {
+    const access_waiter* w = nullptr;
+    if (op->options.on_conflict == conflict_policy::wait) {
+      op->waiter = access_waiter{op, access_tracker::next_wait_seq(), this};
+      w = &op->waiter;
+    }
+    st = op->core.acquire(nullptr, w);
   }
-  auto st = op->core.acquire(nullptr, w);
   switch (st) {
     case acquire_status::acquired:
       trace_now(trace_event_kind::leases_granted, op);

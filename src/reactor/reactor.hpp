@@ -189,6 +189,7 @@ class reactor final : public access_listener {
   // reactor_files.cpp: file transfers (file_op_base ops).
   void file_begin(run_op_base* op) noexcept;
   bool file_try_inline(run_op_base* op) noexcept;
+  bool declined(const file_op_base& f, std::size_t candidates) const noexcept;
   std::size_t file_confirm_end(file_op_base* f, std::size_t got) noexcept;
   bool file_done_on_caller(file_op_base* f, std::size_t got, reactor_counters::counter& reads,
                            reactor_counters::counter& bytes) noexcept;

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <limits>
 #include <new>
 
 #include "file/file_state.hpp"
@@ -121,20 +120,12 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
   // candidates times this read's length stand in for them (each candidate
   // is at most inline_read_limit, and a burst of reads at depth is
   // typically of one size).
-  std::size_t candidates = f->registry && file_engine_is_ring()
-                               ? f->registry->inline_candidates.load(std::memory_order_relaxed) +
-                                     f->registry->at_once.load(std::memory_order_relaxed)
-                               : 0;
-  if (candidates > 1) {
-    std::size_t workers_min = fs.options.worker_read_min;
-    if (f->length <= batch_read_limit) {
-      counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
-      return !driven() && op->vt().gather(op);
-    }
-    if (workers_min != 0 && f->length >= workers_min && candidates * f->length >= fs.options.worker_in_flight_min) {
-      counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
+  std::size_t candidates = f->registry ? f->registry->inline_candidates.load(std::memory_order_relaxed) +
+                                             f->registry->at_once.load(std::memory_order_relaxed)
+                                       : 0;
+  if (declined(*f, candidates)) {
+    counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
+    return f->length <= batch_read_limit && !driven() && op->vt().gather(op);
   }
   ssize_t n = read_nowait(fs.fd, f->memory, f->length, f->offset);
   if (n < 0) {
@@ -157,48 +148,71 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
 }
 
 // Before registration, on the initiating thread (launch_run): what submit
-// and file_try_inline would do for a small cached read alone in its
-// context, without the registry. Registration exists so that a context
-// destroyed with a run pending destroys its handler, not its leases; a
-// read finished here is posted while the initiating call still keeps the
-// context alive, so it needs none: two lock pairs (add, remove) and the
-// registry's reference count, entry and exit, and the op's life exchange
-// go (docs/PERFORMANCE.md, "A read done at once, unregistered"). It still
-// counts as an in-flight candidate of its context (reg.at_once) until its
-// handler begins, so that a read issued beside it joins the ring as
-// before. Runtimes that observe (histograms, trace) take the usual path.
-// On any other outcome the op is left as it was, its lease released, and
-// the usual path takes it (not trying the page cache again if this found
-// it short).
+// and file_try_inline would do for a small cached read, without the
+// registry. Registration exists so that a context destroyed with a run
+// pending destroys its handler, not its leases; a read finished here is
+// posted while the initiating call still keeps the context alive, so it
+// needs none: two lock pairs (add, remove) and the registry's reference
+// count, entry and exit, and the op's life exchange go (docs/PERFORMANCE.md,
+// "A read done at once, unregistered"). It counts as an in-flight candidate
+// of its context (reg.at_once) from before its read, as registration
+// counted it, until its handler begins, so that reads issued beside it, on
+// this thread or another of the context, join the ring as before.
+// Runtimes that observe (histograms, trace) take the usual path.
+// Returns true when done (its completion posted). Otherwise the usual path
+// takes the op: untouched if nothing was read (declined, a conflict, a
+// stopping runtime; or no byte read: the lease given back); or, once bytes
+// are in the buffer (part cached, or the sync failed), with the lease kept
+// (leased_at_once), so that no other operation comes between those bytes
+// and the rest, and the page cache not tried again (tried_at_once).
 bool reactor::read_at_once(run_op_base* op, completion_registry& reg) noexcept {
   auto* f = static_cast<file_op_base*>(op);
   auto& fs = *f->file;
   if (observer_ || fs.nowait_refused.load(std::memory_order_relaxed) || stopping_.load(std::memory_order_acquire))
     return false;
-  if (reg.inline_candidates.load(std::memory_order_relaxed) + reg.at_once.load(std::memory_order_relaxed) != 0 &&
-      file_engine_is_ring())
+  std::size_t candidates =
+      reg.inline_candidates.load(std::memory_order_relaxed) + reg.at_once.fetch_add(1, std::memory_order_relaxed) + 1;
+  auto uncount = [&] { reg.at_once.fetch_sub(1, std::memory_order_relaxed); };
+  // Declined: the usual path, registered, counts that and gathers it or
+  // hands it to the loop.
+  if (declined(*f, candidates) || op->core.acquire(nullptr, nullptr) != acquire_status::acquired) {
+    uncount();
     return false;
-  if (op->core.acquire(nullptr, nullptr) != acquire_status::acquired) return false;  // the usual path's policy
-  auto give_back = [&] {
-    f->issued = f->done = 0;
-    f->end = std::numeric_limits<std::size_t>::max();
+  }
+  ssize_t n = read_nowait(fs.fd, f->memory, f->length, f->offset);
+  if (n <= 0) {  // not cached (EAGAIN), refused, an error, or at the end: nothing written
+    if (n < 0 && (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL))
+      fs.nowait_refused.store(true, std::memory_order_relaxed);
+    uncount();
     f->tried_at_once = true;
     op->core.release();
     return false;
-  };
-  ssize_t n = read_nowait(fs.fd, f->memory, f->length, f->offset);
-  if (n < 0) {
-    if (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL) fs.nowait_refused.store(true, std::memory_order_relaxed);
-    return give_back();
   }
   std::size_t got = file_confirm_end(f, std::size_t(n));
-  if (got < std::min(f->length, f->end)) return give_back();
-  if (!file_done_on_caller(f, got, counters_.inline_reads, counters_.inline_bytes)) return give_back();
-  op->at_once_registry = &reg;
-  reg.at_once.fetch_add(1, std::memory_order_relaxed);  // before the post: the handler may begin at once
-  op->batch_next = nullptr;
-  op->vt().post_batch(op, false);
-  return true;
+  bool whole = got >= std::min(f->length, f->end);
+  if (whole && file_done_on_caller(f, got, counters_.inline_reads, counters_.inline_bytes)) {
+    op->at_once_registry = &reg;  // counted above
+    op->batch_next = nullptr;
+    op->vt().post_batch(op, false);
+    return true;
+  }
+  // Bytes are in the buffer: the loop goes on from them (a failed sync set
+  // issued and done itself).
+  if (!whole) f->issued = f->done = got;
+  uncount();
+  f->tried_at_once = true;
+  f->leased_at_once = true;
+  return false;
+}
+
+// Whether a candidate read, with `candidates` such reads in flight in its
+// handler's context (itself included), goes to the ring rather than being
+// done at once (file_try_inline says why).
+bool reactor::declined(const file_op_base& f, std::size_t candidates) const noexcept {
+  if (candidates <= 1 || !file_engine_is_ring()) return false;
+  if (f.length <= batch_read_limit) return true;
+  const auto& o = f.file->options;
+  return o.worker_read_min != 0 && f.length >= o.worker_read_min && candidates * f.length >= o.worker_in_flight_min;
 }
 
 // A non-blocking read on a caller's thread (at once, or gathered) that

@@ -58,12 +58,15 @@ struct completion_registry {
   std::atomic<unsigned> inline_candidates{0};
   // Reads done at once on the initiating thread, before any registration
   // (reactor::read_at_once), whose handlers have not begun: candidates too,
-  // counted apart from the table (one atomic add at the post, one subtract
-  // before the handler runs or as it is destroyed unrun), so that a read
-  // issued beside one of them still joins the ring. The shutdown leaves it
-  // alone: those ops are not in the table, and their functions queued in
-  // the context (which still has this service then) take themselves out.
-  std::atomic<unsigned> at_once{0};
+  // counted apart from the table (one atomic add before the read, one
+  // subtract before the handler runs or as it is destroyed unrun, or when
+  // the read goes the usual way), so that a read issued beside one of them
+  // still joins the ring. The shutdown leaves it alone: those ops are not
+  // in the table, and their functions queued in the context (which still
+  // has this service then) take themselves out. A line of its own: the
+  // reading thread writes it twice per read, the reactor `posting` for
+  // every batch it posts to this context.
+  alignas(64) std::atomic<unsigned> at_once{0};
 
   void enter() noexcept { posting.fetch_add(1, std::memory_order_seq_cst); }
   void leave() noexcept {

@@ -55,7 +55,8 @@ class file_op_base : public run_op_base {
   bool stopping = false;        // no new pieces: cancelled, timed out, failed or shutting down
   bool incomplete = false;      // a piece was cancelled or cut short
   bool starved = false;         // wanted a piece when the engine had no room
-  bool tried_at_once = false;   // read_at_once found it not cached whole: not tried again at submission
+  bool tried_at_once = false;   // read_at_once read it, not whole: the page cache not tried again at submission
+  bool leased_at_once = false;  // ... with bytes in the buffer: its lease kept for submit, which takes none
   file_piece* live = nullptr;   // pieces in flight, linked through file_piece::op_next
   std::size_t bytes = 0;        // the result
 };

@@ -52,7 +52,7 @@ asio::io_context* running_io_context(const Ex& ex) noexcept {
 template <class Op>
 void launch_run(Op* op, std::error_code early_error) {
   auto& ctx = execution_context_of(op->executor());
-  // A small cached read alone in its context: done here and posted, while
+  // A cached read that would be done at once: done here and posted, while
   // the initiating call keeps the context alive, so without registering
   // (two lock pairs and five atomic operations of a 4 KiB read's ~1 us,
   // docs/PERFORMANCE.md, "A read done at once, unregistered"). Until this

@@ -132,8 +132,10 @@ class run_op_base {
   std::shared_ptr<completion_registry> registry;
   // A read done at once, unregistered (reactor::read_at_once): the registry
   // whose at_once count holds it until its handler begins or is destroyed.
-  // Not owned: the function that completes the op is queued in that
-  // registry's context, whose services outlive every function it destroys.
+  // Not owned: the function that completes the op was queued in that
+  // registry's context before its shutdown began (the registry was not
+  // shut down), and a context runs or destroys such functions during its
+  // shutdown, before it destroys any service.
   completion_registry* at_once_registry = nullptr;
   std::uint32_t reg_slot = 0;          // its slot in the registry's table, while registered
   run_op_base* reg_next = nullptr;     // the registry's shutdown: its orphans
@@ -480,9 +482,11 @@ std::shared_ptr<reactor> reactor_for(const xrtio::kernel& k, const run_options& 
 bool reactor_submit(reactor& r, run_op_base* op) noexcept;
 /// A buffered file read of at most its file's inline_read_limit
 /// (inline_candidate), before any registration: done here, its completion
-/// posted, if the page cache holds it, it may be leased at once and no
-/// other candidate read of `reg`'s context is in flight (those go to the
-/// ring together). Returns false, leaving the op as it was, otherwise.
+/// posted, if the page cache holds it, it may be leased at once and the
+/// rule for reads beside others of `reg`'s context (they go to the ring
+/// together) does not decline it. Returns false otherwise, for the usual
+/// path: the op untouched, or, if it read part of the range, with its
+/// lease kept for the submission (reactor::read_at_once).
 bool reactor_read_at_once(reactor& r, run_op_base* op, completion_registry& reg) noexcept;
 /// Completes `op` with `ec` through the reactor (never inline).
 void reactor_reject(reactor& r, run_op_base* op, std::error_code ec) noexcept;
