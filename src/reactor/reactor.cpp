@@ -244,7 +244,7 @@ bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
 void reactor::reject(run_op_base* op, std::error_code ec) noexcept {
   if (observer_ && !op->observer) [[unlikely]]
     observe_submit(op);  // rejected before submit() saw it
-  op->core.release();  // never started: no leases; frees a prepared run for its next execution
+  op->core.release();  // never started: no leases but a read's begun at once; frees a prepared run for its next execution
   op->ec = ec;
   op->result = {};
   op->ph = run_op_base::phase::finished;

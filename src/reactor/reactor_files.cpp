@@ -160,11 +160,12 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
 // this thread or another of the context, join the ring as before.
 // Runtimes that observe (histograms, trace) take the usual path.
 // Returns true when done (its completion posted). Otherwise the usual path
-// takes the op: untouched if nothing was read (declined, a conflict, a
-// stopping runtime; or no byte read: the lease given back); or, once bytes
-// are in the buffer (part cached, or the sync failed), with the lease kept
-// (leased_at_once), so that no other operation comes between those bytes
-// and the rest, and the page cache not tried again (tried_at_once).
+// takes the op: untouched if it was not read (declined, a conflict, a
+// stopping runtime, RWF_NOWAIT refused before); as it was if no byte was
+// read (the lease given back), but for tried_at_once (the page cache not
+// tried again); or, once bytes are in the buffer (part cached, or the sync
+// failed), with the lease kept (leased_at_once), so that no other
+// operation comes between those bytes and the rest.
 bool reactor::read_at_once(run_op_base* op, completion_registry& reg) noexcept {
   auto* f = static_cast<file_op_base*>(op);
   auto& fs = *f->file;
@@ -313,9 +314,15 @@ void reactor::file_intake(run_op_base* op) noexcept {
   if (f->file->options.register_with_ring && file_engine_->uses_io_uring()) file_register(f);
   // Cancelled before its first piece: while gathered on a caller's thread,
   // or between its submission and this pass (whose cancellation scan ran
-  // first). Nothing has been issued, so any cancellation type is honoured:
-  // it ends with operation_aborted and its lease released, unread.
-  if (f->cancel_bits.exchange(0, std::memory_order_acq_rel) != 0) file_stop(f, run_op_base::abort_reason::cancel);
+  // first). If nothing was read on the caller's thread either, any
+  // cancellation type is honoured: it ends with operation_aborted and its
+  // lease released, unread. If part was (issued > 0: at once or gathered,
+  // the rest not cached), the buffer has changed: total cancellation is
+  // not honoured, as once pieces are in flight (invariant 4).
+  unsigned bits = f->cancel_bits.exchange(0, std::memory_order_acq_rel);
+  using ct = asio::cancellation_type;
+  if (f->issued > 0) bits &= static_cast<unsigned>(ct::terminal | ct::partial);
+  if (bits != 0) file_stop(f, run_op_base::abort_reason::cancel);
   file_pump(f);
 }
 

@@ -65,16 +65,27 @@ void launch_run(Op* op, std::error_code early_error) {
   } catch (...) {
     // Nowhere yet: freed here, the handler destroyed unrun, the exception
     // to the initiating call's caller (Asio's rule for an initiation that
-    // throws). release() first: no leases are held yet, but a prepared
-    // run's execution must be marked over, or the prepared run would stay
-    // busy for good.
+    // throws). release() first: it gives back the lease a read begun at
+    // once kept (reactor::read_at_once; no other op holds one yet), and a
+    // prepared run's execution must be marked over, or the prepared run
+    // would stay busy for good.
     op->core.release();
     op->vt().free(op);
     throw;
   }
   if (early_error) return reactor_reject(*op->rx, op, early_error);
   auto slot = asio::get_associated_cancellation_slot(op->handler());
-  if (slot.is_connected()) slot.template emplace<cancel_handler>(cancel_handler{op});
+  if (slot.is_connected()) {
+    try {
+      slot.template emplace<cancel_handler>(cancel_handler{op});  // may throw: the slot's memory
+    } catch (...) {
+      // As above, out of the registry first.
+      op->registry->remove(op);
+      op->core.release();
+      op->vt().free(op);
+      throw;
+    }
+  }
   // Found before the submission: after it the op may complete and be freed
   // on the reactor's thread at any moment.
   asio::io_context* linger_io = running_io_context(op->executor());
