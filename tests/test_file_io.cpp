@@ -1528,6 +1528,77 @@ TEST_CASE("file io: total cancellation of a read that wrote part of its range on
   CHECK(whole == tried);
 }
 
+namespace {
+// A cancellation slot of the handler's own that cannot take a handler (as
+// asio::cancellation_slot throws std::bad_alloc when it cannot get memory).
+struct refusing_slot {
+  bool is_connected() const noexcept { return true; }
+  template <class H, class... A>
+  H& emplace(A&&...) {
+    throw std::bad_alloc();
+  }
+  void clear() noexcept {}
+};
+
+struct slot_refused_handler {
+  std::shared_ptr<int> state;
+  bool* ran;
+  using executor_type = asio::io_context::executor_type;
+  executor_type ex;
+  executor_type get_executor() const noexcept { return ex; }
+  using cancellation_slot_type = refusing_slot;
+  refusing_slot get_cancellation_slot() const noexcept { return {}; }
+  void operator()(std::error_code, std::size_t) { *ran = true; }
+};
+}  // namespace
+
+TEST_CASE("file io: a transfer whose cancellation slot cannot take its handler throws from the initiating call, "
+          "registered nowhere and leasing nothing") {
+  temp_dir dir;
+  auto path = dir.path / "slot";
+  const auto content = random_bytes(8192, 47);
+  write_file(path, content);
+  fixture f;
+  auto buf = f.ctx.alloc(8192);
+  asio::io_context io;
+  auto file = xrtio::file::open(path, xrtio::file_mode::read | xrtio::file_mode::write, {.direct = false});
+  auto reg = asio::use_service<xrtio::detail::completion_service>(io).registry();
+  auto attempt = [&](auto&& initiate) {
+    bool ran = false;
+    auto state = std::make_shared<int>(0);
+    std::weak_ptr<int> seen = state;
+    CHECK_THROWS_AS(initiate(slot_refused_handler{std::move(state), &ran, io.get_executor()}), std::bad_alloc);
+    CHECK(seen.expired());  // the handler was destroyed
+    io.restart();
+    io.poll();
+    CHECK(!ran);
+    CHECK(registered(reg) == 0);
+    buf.write(std::span<const std::byte>(content));  // no lease left on the buffer
+  };
+  SUBCASE("a write") {
+    attempt([&](slot_refused_handler h) { xrtio::async_write_file(file, 0, xrtio::in(buf), std::move(h)); });
+  }
+  SUBCASE("a read whose first page was read at once, its lease kept for the rest") {
+    int fd = file.native_handle();
+    REQUIRE(::fdatasync(fd) == 0);
+    REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);
+    outcome warm;  // this thread learns io's registry
+    xrtio::async_read_file(file, 0, xrtio::out(buf), record(io, warm));
+    run_until(io, warm);
+    int nowait_errno = 0;
+    bool ready = false;
+    for (int i = 0; i < 50 && !ready && nowait_errno == 0; ++i) ready = first_page_only(fd, nowait_errno);
+    if (!ready) {
+      MESSAGE("XRTIO-SKIP: no read begun at once here (RWF_NOWAIT errno " << nowait_errno
+                                                                        << ", or page 2 stayed cached)");
+      return;
+    }
+    auto s0 = f.rt.stats();
+    attempt([&](slot_refused_handler h) { xrtio::async_read_file(file, 0, xrtio::out(buf), std::move(h)); });
+    CHECK(f.rt.stats().file_inline_reads == s0.file_inline_reads);
+  }
+}
+
 TEST_CASE("file io: an io_context destroyed with the completion of a read done at once queued destroys its handler "
           "unrun, and the read leaves its context's count") {
   cached_file cf;
