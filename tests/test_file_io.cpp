@@ -1585,17 +1585,32 @@ TEST_CASE("file io: a transfer whose cancellation slot cannot take its handler t
     outcome warm;  // this thread learns io's registry
     xrtio::async_read_file(file, 0, xrtio::out(buf), record(io, warm));
     run_until(io, warm);
+    // Page 2 may be back in the cache by the time of the read (the probe's
+    // NOWAIT read may start reading it in): then the read is done whole at
+    // once, never reaching the slot, and the case is tried again.
     int nowait_errno = 0;
-    bool ready = false;
-    for (int i = 0; i < 50 && !ready && nowait_errno == 0; ++i) ready = first_page_only(fd, nowait_errno);
-    if (!ready) {
-      MESSAGE("XRTIO-SKIP: no read begun at once here (RWF_NOWAIT errno " << nowait_errno
-                                                                        << ", or page 2 stayed cached)");
-      return;
+    bool judged = false;
+    for (int i = 0; i < 100 && !judged && nowait_errno == 0; ++i) {
+      if (!first_page_only(fd, nowait_errno)) continue;
+      bool ran = false;
+      auto state = std::make_shared<int>(0);
+      std::weak_ptr<int> seen = state;
+      try {
+        xrtio::async_read_file(file, 0, xrtio::out(buf), slot_refused_handler{std::move(state), &ran, io.get_executor()});
+      } catch (const std::bad_alloc&) {
+        judged = true;
+      }
+      io.restart();
+      io.poll();
+      if (!judged) continue;
+      CHECK(seen.expired());
+      CHECK(!ran);
+      CHECK(registered(reg) == 0);
+      buf.write(std::span<const std::byte>(content));  // the lease it kept was given back
     }
-    auto s0 = f.rt.stats();
-    attempt([&](slot_refused_handler h) { xrtio::async_read_file(file, 0, xrtio::out(buf), std::move(h)); });
-    CHECK(f.rt.stats().file_inline_reads == s0.file_inline_reads);
+    if (!judged)
+      MESSAGE("XRTIO-SKIP: no read begun at once with its rest left to the loop here (RWF_NOWAIT errno "
+              << nowait_errno << ", or page 2 came back into the cache each time)");
   }
 }
 
