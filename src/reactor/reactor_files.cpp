@@ -171,11 +171,14 @@ bool reactor::read_at_once(run_op_base* op, completion_registry& reg) noexcept {
   auto& fs = *f->file;
   if (observer_ || fs.nowait_refused.load(std::memory_order_relaxed) || stopping_.load(std::memory_order_acquire))
     return false;
-  std::size_t candidates =
-      reg.inline_candidates.load(std::memory_order_relaxed) + reg.at_once.fetch_add(1, std::memory_order_relaxed) + 1;
-  auto uncount = [&] { reg.at_once.fetch_sub(1, std::memory_order_relaxed); };
   // Declined: the usual path, registered, counts that and gathers it or
-  // hands it to the loop.
+  // hands it to the loop. Asked first with loads only (a read at depth is
+  // declined without writing the shared count), then again with the count
+  // this read's add returns.
+  std::size_t registered = reg.inline_candidates.load(std::memory_order_relaxed);
+  if (declined(*f, registered + reg.at_once.load(std::memory_order_relaxed) + 1)) return false;
+  std::size_t candidates = registered + reg.at_once.fetch_add(1, std::memory_order_relaxed) + 1;
+  auto uncount = [&] { reg.at_once.fetch_sub(1, std::memory_order_relaxed); };
   if (declined(*f, candidates) || op->core.acquire(nullptr, nullptr) != acquire_status::acquired) {
     uncount();
     return false;
