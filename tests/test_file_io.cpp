@@ -1396,6 +1396,23 @@ bool first_page_only(int fd, int& nowait_errno) {
   if (errno != EAGAIN) nowait_errno = errno;
   return nowait_errno == 0;
 }
+
+// An 8 KiB file of random bytes, written to disk (so its pages can be
+// evicted), with readahead off.
+struct evictable_file {
+  temp_dir dir;
+  std::vector<std::byte> content;
+  xrtio::file file;
+  int fd = -1;
+  evictable_file(const char* name, unsigned seed, xrtio::file_mode mode = xrtio::file_mode::read)
+      : content(random_bytes(8192, seed)) {
+    write_file(dir.path / name, content);
+    file = xrtio::file::open(dir.path / name, mode, {.direct = false});
+    fd = file.native_handle();
+    REQUIRE(::fdatasync(fd) == 0);
+    REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);  // no readahead of page 2
+  }
+};
 }  // namespace
 
 TEST_CASE("file io: a read begun at once that finds part of its range out of the page cache keeps its lease: "
@@ -1405,14 +1422,10 @@ TEST_CASE("file io: a read begun at once that finds part of its range out of the
   // whenever it is free. Given back and taken again in between (the first
   // version), the transfer was sometimes refused with range_in_use after
   // it had written page 1 (a reviewer's probe: 1 in 2 to 164 tries).
-  temp_dir dir;
-  auto path = dir.path / "half-cached";
-  const auto content = random_bytes(8192, 41);
-  write_file(path, content);
-  auto file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false});
-  int fd = file.native_handle();
-  REQUIRE(::fdatasync(fd) == 0);
-  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);  // no readahead of page 2
+  evictable_file ef("half-cached", 41);
+  auto& file = ef.file;
+  const auto& content = ef.content;
+  int fd = ef.fd;
   fixture f;
   auto buf = f.ctx.alloc(8192);
   asio::io_context io;
@@ -1482,14 +1495,10 @@ TEST_CASE("file io: total cancellation of a read that wrote part of its range on
   // on the caller's thread (at once, or, for the thread's first read, in
   // the usual submission), page 2 is left to the loop; the cancellation
   // comes before the loop takes the transfer in.
-  temp_dir dir;
-  auto path = dir.path / "half-cached-cancel";
-  const auto content = random_bytes(8192, 43);
-  write_file(path, content);
-  auto file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false});
-  int fd = file.native_handle();
-  REQUIRE(::fdatasync(fd) == 0);
-  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);
+  evictable_file ef("half-cached-cancel", 43);
+  auto& file = ef.file;
+  const auto& content = ef.content;
+  int fd = ef.fd;
   fixture f;
   auto buf = f.ctx.alloc(8192);
   asio::io_context io;
@@ -1554,14 +1563,12 @@ struct slot_refused_handler {
 
 TEST_CASE("file io: a transfer whose cancellation slot cannot take its handler throws from the initiating call, "
           "registered nowhere and leasing nothing") {
-  temp_dir dir;
-  auto path = dir.path / "slot";
-  const auto content = random_bytes(8192, 47);
-  write_file(path, content);
+  evictable_file ef("slot", 47, xrtio::file_mode::read | xrtio::file_mode::write);
+  auto& file = ef.file;
+  const auto& content = ef.content;
   fixture f;
   auto buf = f.ctx.alloc(8192);
   asio::io_context io;
-  auto file = xrtio::file::open(path, xrtio::file_mode::read | xrtio::file_mode::write, {.direct = false});
   auto reg = asio::use_service<xrtio::detail::completion_service>(io).registry();
   auto attempt = [&](auto&& initiate) {
     bool ran = false;
@@ -1579,9 +1586,7 @@ TEST_CASE("file io: a transfer whose cancellation slot cannot take its handler t
     attempt([&](slot_refused_handler h) { xrtio::async_write_file(file, 0, xrtio::in(buf), std::move(h)); });
   }
   SUBCASE("a read whose first page was read at once, its lease kept for the rest") {
-    int fd = file.native_handle();
-    REQUIRE(::fdatasync(fd) == 0);
-    REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);
+    int fd = ef.fd;
     outcome warm;  // this thread learns io's registry
     xrtio::async_read_file(file, 0, xrtio::out(buf), record(io, warm));
     run_until(io, warm);
