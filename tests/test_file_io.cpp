@@ -1423,14 +1423,11 @@ TEST_CASE("file io: a read begun at once that finds part of its range out of the
   // version), the transfer was sometimes refused with range_in_use after
   // it had written page 1 (a reviewer's probe: 1 in 2 to 164 tries).
   evictable_file ef("half-cached", 41);
-  auto& file = ef.file;
-  const auto& content = ef.content;
-  int fd = ef.fd;
   fixture f;
   auto buf = f.ctx.alloc(8192);
   asio::io_context io;
   outcome first;  // this thread learns io's registry
-  xrtio::async_read_file(file, 0, xrtio::out(buf), record(io, first));
+  xrtio::async_read_file(ef.file, 0, xrtio::out(buf), record(io, first));
   run_until(io, first);
   REQUIRE(!first.ec);
   std::atomic<bool> stop{false};
@@ -1454,20 +1451,20 @@ TEST_CASE("file io: a read begun at once that finds part of its range out of the
       } catch (const xrtio::error&) {  // the host thread holds it
       }
     }
-    if (!first_page_only(fd, nowait_errno)) {
+    if (!first_page_only(ef.fd, nowait_errno)) {
       if (nowait_errno != 0) break;
       continue;
     }
     ++partial;
     outcome o;
-    xrtio::async_read_file(file, 0, xrtio::out(buf), record(io, o));
+    xrtio::async_read_file(ef.file, 0, xrtio::out(buf), record(io, o));
     run_until(io, o);
     if (o.ec == xrtio::errc::range_in_use) {
       ++refused;  // fine if it never wrote: the host thread held the buffer at its start
-      if (std::memcmp(buf.map().data(), content.data(), 4096) == 0) ++refused_written;
+      if (std::memcmp(buf.map().data(), ef.content.data(), 4096) == 0) ++refused_written;
     } else if (!o.ec && o.bytes == 8192) {
       ++whole;
-      if (std::memcmp(buf.map().data(), content.data(), 8192) != 0) ++wrong;
+      if (std::memcmp(buf.map().data(), ef.content.data(), 8192) != 0) ++wrong;
     } else {
       FAIL("unexpected outcome: " << o.ec.message() << ", " << o.bytes << " bytes");
     }
@@ -1496,27 +1493,24 @@ TEST_CASE("file io: total cancellation of a read that wrote part of its range on
   // the usual submission), page 2 is left to the loop; the cancellation
   // comes before the loop takes the transfer in.
   evictable_file ef("half-cached-cancel", 43);
-  auto& file = ef.file;
-  const auto& content = ef.content;
-  int fd = ef.fd;
   fixture f;
   auto buf = f.ctx.alloc(8192);
   asio::io_context io;
   int tried = 0, whole = 0, aborted = 0, nowait_errno = 0;
   for (int i = 0; i < 400 && tried < 40; ++i) {
-    if (!first_page_only(fd, nowait_errno)) {
+    if (!first_page_only(ef.fd, nowait_errno)) {
       if (nowait_errno != 0) break;
       continue;
     }
     ++tried;
     asio::cancellation_signal sig;
     outcome o;
-    xrtio::async_read_file(file, 0, xrtio::out(buf), asio::bind_cancellation_slot(sig.slot(), record(io, o)));
+    xrtio::async_read_file(ef.file, 0, xrtio::out(buf), asio::bind_cancellation_slot(sig.slot(), record(io, o)));
     sig.emit(asio::cancellation_type::total);
     run_until(io, o);
     if (!o.ec && o.bytes == 8192) {
       ++whole;
-      CHECK(std::memcmp(buf.map().data(), content.data(), 8192) == 0);
+      CHECK(std::memcmp(buf.map().data(), ef.content.data(), 8192) == 0);
     } else if (o.ec == asio::error::operation_aborted) {
       ++aborted;
     } else {

@@ -190,6 +190,8 @@ class reactor final : public access_listener {
   void file_begin(run_op_base* op) noexcept;
   bool file_try_inline(run_op_base* op) noexcept;
   bool declined(const file_op_base& f, std::size_t candidates) const noexcept;
+  enum class cached_read : std::uint8_t { none, part, done };
+  cached_read read_cached(file_op_base* f) noexcept;
   std::size_t file_confirm_end(file_op_base* f, std::size_t got) noexcept;
   bool file_done_on_caller(file_op_base* f, std::size_t got, reactor_counters::counter& reads,
                            reactor_counters::counter& bytes) noexcept;

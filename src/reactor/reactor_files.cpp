@@ -127,24 +127,35 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
     counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
     return f->length <= batch_read_limit && !driven() && op->vt().gather(op);
   }
-  ssize_t n = read_nowait(fs.fd, f->memory, f->length, f->offset);
-  if (n < 0) {
-    // EAGAIN: not all of it is cached. Any other error the loop's own
-    // request reports; these mean the flag is not supported here.
-    if (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL) fs.nowait_refused.store(true, std::memory_order_relaxed);
-    return false;
-  }
-  std::size_t got = file_confirm_end(f, std::size_t(n));
-  if (got < std::min(f->length, f->end)) {
-    // Part cached, or the end of the file unconfirmed: the loop reads the
-    // rest (and finds the end, if that was it).
-    f->issued = f->done = got;
-    return false;
-  }
-  if (!file_done_on_caller(f, got, counters_.inline_reads, counters_.inline_bytes)) return false;
+  if (read_cached(f) != cached_read::done) return false;
   op->batch_next = nullptr;
   op->vt().post_batch(op, false);  // never inline: through the handler's executor; not the loop's backlog
   return true;
+}
+
+// The read at once itself, its lease held (file_try_inline, read_at_once):
+// one read_nowait, and one more past a short count (file_confirm_end).
+// done: whole, or up to the end of the file, synced, finished, its lease
+// released. part: bytes are in the buffer and the loop reads on from them
+// (issued and done say where; a failed sync, too). none: nothing read.
+reactor::cached_read reactor::read_cached(file_op_base* f) noexcept {
+  ssize_t n = read_nowait(f->file->fd, f->memory, f->length, f->offset);
+  if (n < 0) {
+    // EAGAIN: not all of it is cached. Any other error the loop's own
+    // request reports; these mean the flag is not supported here.
+    if (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL)
+      f->file->nowait_refused.store(true, std::memory_order_relaxed);
+    return cached_read::none;
+  }
+  std::size_t got = file_confirm_end(f, std::size_t(n));
+  if (got < std::min(f->length, f->end)) {
+    // Part cached, or the end of the file unconfirmed (0 bytes: at or past
+    // it): the loop reads the rest (and finds the end, if that was it).
+    f->issued = f->done = got;
+    return got > 0 ? cached_read::part : cached_read::none;
+  }
+  if (!file_done_on_caller(f, got, counters_.inline_reads, counters_.inline_bytes)) return cached_read::part;
+  return cached_read::done;
 }
 
 // Before registration, on the initiating thread (launch_run): what submit
@@ -183,29 +194,17 @@ bool reactor::read_at_once(run_op_base* op, completion_registry& reg) noexcept {
     uncount();
     return false;
   }
-  ssize_t n = read_nowait(fs.fd, f->memory, f->length, f->offset);
-  if (n <= 0) {  // not cached (EAGAIN), refused, an error, or at the end: nothing written
-    if (n < 0 && (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL))
-      fs.nowait_refused.store(true, std::memory_order_relaxed);
-    uncount();
-    f->tried_at_once = true;
-    op->core.release();
-    return false;
-  }
-  std::size_t got = file_confirm_end(f, std::size_t(n));
-  bool whole = got >= std::min(f->length, f->end);
-  if (whole && file_done_on_caller(f, got, counters_.inline_reads, counters_.inline_bytes)) {
+  auto r = read_cached(f);
+  if (r == cached_read::done) {
     op->at_once_registry = &reg;  // counted above
     op->batch_next = nullptr;
     op->vt().post_batch(op, false);
     return true;
   }
-  // Bytes are in the buffer: the loop goes on from them (a failed sync set
-  // issued and done itself).
-  if (!whole) f->issued = f->done = got;
   uncount();
   f->tried_at_once = true;
-  f->leased_at_once = true;
+  if (r == cached_read::part) f->leased_at_once = true;  // bytes are in the buffer: the loop goes on from them
+  else op->core.release();                               // nothing written
   return false;
 }
 
