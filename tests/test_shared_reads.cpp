@@ -292,7 +292,7 @@ TEST_CASE("shared reads: the gate stays closed after the last writer goes, until
     t.release(w.id);
     CHECK(t.gate_is_closed());  // left closed: the next write lease needs no atomic operation on it
   }
-  // A host operation and a run's partial read take the locked path and leave it closed.
+  // A host operation and a run's partial read (each a lone lease: test_lone_lease.cpp) leave it closed.
   auto host = req(t, 0, extent, R);
   REQUIRE(take(host, detail::holder_kind::host) == st::acquired);
   t.release(host.id);

@@ -78,6 +78,62 @@ void access_tracker::release_shared(std::uint64_t n) noexcept {
   }
 }
 
+// A lone lease (docs/DESIGN.md, "A lone lease without the lock"): a file
+// read into its buffer, a host write, a run's one output, with nothing else
+// on the allocation. Claimed with one compare-and-swap from a word holding
+// at most the gate: no shared read held or pending, no lone lease, and the
+// locked path not busy (nothing held or queued there, no acquisition
+// looking). Its range is written after the claim and published with
+// solo_ready_; a locked acquisition that meets the claim waits for that (a
+// few instructions), as it waits out a pending shared take.
+bool access_tracker::try_solo(access_request& r, holder_kind holder) noexcept {
+  auto v = shared_.load(std::memory_order_relaxed);
+  if (v & ~gate_closed) return false;
+  // A write closes the gate as it claims (a shared read covers its range,
+  // and may not be taken beside it); a read leaves the gate as it is.
+  auto want = v | solo_held | (r.mode == access_mode::write ? gate_closed : 0);
+  if (!shared_.compare_exchange_strong(v, want, std::memory_order_acquire, std::memory_order_relaxed)) return false;
+  solo_begin_ = r.begin;
+  solo_end_ = r.end;
+  solo_mode_ = r.mode;
+  solo_holder_ = holder;
+  r.id = (std::uint64_t{++solo_seq_} << 32) | solo_slot;
+  solo_id_.store(r.id, std::memory_order_relaxed);
+  solo_ready_.store(true, std::memory_order_release);
+  return true;
+}
+
+void access_tracker::release_solo(std::uint64_t id) noexcept {
+  // A stale id (this lease released before) releases nothing, as for an entry.
+  if (!(shared_.load(std::memory_order_acquire) & solo_held) || solo_id_.load(std::memory_order_relaxed) != id) return;
+  solo_ready_.store(false, std::memory_order_relaxed);
+  auto v = shared_.fetch_and(~solo_held, std::memory_order_release);
+  if (v & busy) {
+    // A locked acquisition is looking, or requests are queued: one of them
+    // may have been held back by this lease.
+    std::lock_guard lock(mutex_);
+    notify_waiters();
+  }
+}
+
+bool access_tracker::solo_now() const noexcept {
+  for (unsigned spins = 0;; ) {
+    if (!(shared_.load(std::memory_order_acquire) & solo_held)) return false;
+    if (solo_ready_.load(std::memory_order_acquire)) return true;
+    if (++spins % 64 == 0) std::this_thread::yield();  // its claimer was preempted between claim and ready
+  }
+}
+
+void access_tracker::hold_off_solo() noexcept {
+  // busy changes only under mutex_, so a load tells whether it is set.
+  if (!(shared_.load(std::memory_order_relaxed) & busy)) shared_.fetch_or(busy, std::memory_order_acq_rel);
+}
+
+void access_tracker::settle_busy() noexcept {
+  if (live_ == 0 && waiting_.empty() && (shared_.load(std::memory_order_relaxed) & busy))
+    shared_.fetch_and(~busy, std::memory_order_release);
+}
+
 void access_tracker::close_gate() noexcept {
   // The bit changes only under mutex_ (readers' compare-and-swaps keep it),
   // so a plain load tells whether it is set already.
@@ -142,8 +198,14 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   // removes it from the queues.
   const bool eligible = holder == holder_kind::run && std::all_of(reqs.begin(), reqs.end(), shared_eligible);
   if (eligible && take_shared(reqs)) return acquire_status::acquired;
+  // One range of an allocation nothing else holds: without the lock either.
+  if (reqs.size() == 1 && !eligible && holder != holder_kind::retained && reqs[0].tracker->try_solo(reqs[0], holder))
+    return acquire_status::acquired;
   tracker_set set(reqs);
-  for (std::size_t i = 0; i < set.count; ++i) set.items[i]->mutex_.lock();
+  for (std::size_t i = 0; i < set.count; ++i) {
+    set.items[i]->mutex_.lock();
+    set.items[i]->hold_off_solo();  // from here no lone lease is claimed; one held only goes
+  }
   // However this ends (allocation failure in a message, a queue or a slot
   // throws), every gate that must be closed is closed and every lock is
   // given back: run_core::acquire turns the exception into a conflict, and
@@ -151,7 +213,10 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   struct unlock_all {
     tracker_set& set;
     ~unlock_all() {
-      for (std::size_t i = 0; i < set.count; ++i) set.items[i]->close_gate();
+      for (std::size_t i = 0; i < set.count; ++i) {
+        set.items[i]->close_gate();
+        set.items[i]->settle_busy();
+      }
       for (std::size_t i = set.count; i-- > 0;) set.items[i]->mutex_.unlock();
     }
   } unlock{set};
@@ -165,7 +230,8 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
     for (std::size_t i = 0; i < set.count; ++i) {
       auto* t = set.items[i];
       if (!(t->shared_.load(std::memory_order_relaxed) & gate_closed)) continue;
-      if (t->writers_ == 0 && t->waiting_.empty()) t->shared_.fetch_and(~gate_closed, std::memory_order_release);
+      if (t->writers_ == 0 && t->waiting_.empty() && !(t->solo_now() && t->solo_mode_ == access_mode::write))
+        t->shared_.fetch_and(~gate_closed, std::memory_order_release);
       else all_open = false;
     }
     if (all_open && take_shared(reqs)) return acquire_status::acquired;
@@ -184,6 +250,14 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
         if (why) *why = describe(holder, t, r.begin, r.end, r.mode, e.begin, e.end, e.mode, holder_name(e.holder));
         break;
       }
+    }
+    // The lone lease, if one is held (it has no slot).
+    if (result == acquire_status::acquired && t->solo_now() &&
+        overlaps(r.begin, r.end, t->solo_begin_, t->solo_end_) && conflicts(r.mode, t->solo_mode_)) {
+      result = acquire_status::conflict;
+      if (why)
+        *why = describe(holder, t, r.begin, r.end, r.mode, t->solo_begin_, t->solo_end_, t->solo_mode_,
+                        holder_name(t->solo_holder_));
     }
     if (result != acquire_status::acquired) break;
     // Shared reads cover the whole extent: any write overlaps them. The gate
@@ -257,6 +331,7 @@ void access_tracker::withdraw(std::span<access_request> reqs, const void* owner)
     auto& q = t->waiting_;
     q.erase(std::remove_if(q.begin(), q.end(), [&](const waiter& x) { return x.owner == owner; }), q.end());
     t->notify_waiters();  // a withdrawn waiter may have been holding back those behind it
+    t->settle_busy();
   }
 }
 
@@ -275,25 +350,59 @@ void access_tracker::drop(std::uint64_t id) noexcept {
 
 void access_tracker::release(std::uint64_t id) noexcept {
   if (id == shared_read_id) return release_shared(1);
+  if (is_solo_id(id)) return release_solo(id);
   std::lock_guard lock(mutex_);
   drop(id);
   notify_waiters();
+  settle_busy();
 }
 
 void access_tracker::release(std::span<const lease_ref> leases) noexcept {
   std::uint64_t shared = 0;
-  for (auto& l : leases) shared += l.id == shared_read_id;
-  if (shared == leases.size()) return release_shared(shared);  // no lock: the batch of runs sharing inputs
+  bool entries = false;
+  for (auto& l : leases) {
+    if (l.id == shared_read_id) ++shared;
+    else if (is_solo_id(l.id)) release_solo(l.id);  // at most one: it takes the lock itself, if it must
+    else entries = true;
+  }
+  if (!entries) {
+    if (shared) release_shared(shared);  // no lock: the batch of runs sharing inputs
+    return;
+  }
   std::lock_guard lock(mutex_);
   for (auto& l : leases)
-    if (l.id != shared_read_id) drop(l.id);
+    if (l.id != shared_read_id && !is_solo_id(l.id)) drop(l.id);
   // Under the lock, so the waiters are told once, after both kinds went.
   if (shared) shared_.fetch_sub(shared, std::memory_order_release);
   notify_waiters();
+  settle_busy();
 }
 
 std::uint64_t access_tracker::mark_retained(std::uint64_t id) noexcept {
   std::lock_guard lock(mutex_);
+  if (is_solo_id(id)) {
+    // Kept for good: it becomes an entry, as a shared read does, busy set
+    // first so that no lone lease is claimed in the moment between.
+    hold_off_solo();
+    if (!solo_now() || solo_id_.load(std::memory_order_relaxed) != id) {
+      settle_busy();
+      return id;  // stale
+    }
+    try {
+      id = add(solo_begin_, solo_end_, solo_mode_, holder_kind::retained);
+    } catch (...) {
+      // Out of memory: the lone lease is kept instead, never released (its
+      // bit keeps any other from being claimed), and reported as
+      // range_in_use.
+      settle_busy();
+      return id;
+    }
+    solo_ready_.store(false, std::memory_order_relaxed);
+    shared_.fetch_and(~solo_held, std::memory_order_release);
+    close_gate();
+    notify_waiters();
+    return id;
+  }
   if (id == shared_read_id) {
     // Kept for good, so it becomes an entry that conflicts report as
     // retained. If the entry cannot be made (out of memory), the count is
@@ -326,7 +435,7 @@ void access_tracker::notify_waiters() noexcept {
 
 std::size_t access_tracker::active_count() const {
   std::lock_guard lock(mutex_);
-  return live_ + shared_count();
+  return live_ + shared_count() + ((shared_.load(std::memory_order_acquire) & solo_held) ? 1 : 0);
 }
 std::size_t access_tracker::waiting_count() const {
   std::lock_guard lock(mutex_);

@@ -93,12 +93,16 @@ class access_tracker {
   /// The id of every lease taken without the lock (a whole-extent read by a
   /// run while the gate is open); never an entry's id (slot index ~0u).
   static constexpr std::uint64_t shared_read_id = ~std::uint64_t{0};
+  /// The slot index of a lone lease's id (see solo_held): never an entry's.
+  static constexpr std::uint32_t solo_slot = ~std::uint32_t{0} - 1;
 
   /// Entries and waiters now held (tests, diagnostics).
   std::size_t active_count() const;
   std::size_t waiting_count() const;
   /// Whether shared reads are sent to the locked path now (tests).
   bool gate_is_closed() const noexcept { return shared_.load(std::memory_order_acquire) & gate_closed; }
+  /// Whether a lone lease is held, taken without the lock (tests).
+  bool solo_is_held() const noexcept { return shared_.load(std::memory_order_acquire) & solo_held; }
 
  private:
   struct entry {
@@ -124,14 +128,33 @@ class access_tracker {
   // read's destination, a run's output) then takes its write leases with
   // no atomic operation on this word. A set gate sends newcomers to the
   // locked path.
-  // Below the gate: takes in progress (pending_unit each, bits 32-62: an
+  // solo_held: a lone lease, the only one of the tracker, taken and given
+  // back with one atomic operation each instead of a lock pair (docs/
+  // DESIGN.md, "A lone lease without the lock"); its range is in solo_*.
+  // busy: the locked path holds entries or waiters, or is checking: set
+  // under the mutex before a locked acquisition looks at anything, cleared
+  // under it once nothing is held or queued there; no lone lease is taken
+  // while it is set.
+  // Below them: takes in progress (pending_unit each, bits 32-60: an
   // acquisition of several allocations takes them all before any is held)
   // and held shared reads (bits 0-31).
   static constexpr std::uint64_t gate_closed = std::uint64_t{1} << 63;
+  static constexpr std::uint64_t solo_held = std::uint64_t{1} << 62;
+  static constexpr std::uint64_t busy = std::uint64_t{1} << 61;
   static constexpr std::uint64_t pending_unit = std::uint64_t{1} << 32;
-  static constexpr std::uint64_t pending_mask = gate_closed - pending_unit;
+  static constexpr std::uint64_t pending_mask = busy - pending_unit;
   static constexpr std::uint64_t held_mask = pending_unit - 1;
   std::atomic<std::uint64_t> shared_{0};
+  // The lone lease: written by its holder between its claim (solo_held set)
+  // and solo_ready_, read by the locked path once it has seen solo_ready_
+  // (busy then keeps a new one from being claimed). solo_id_ tells a stale
+  // id from the live one, as an entry's sequence does.
+  std::size_t solo_begin_ = 0, solo_end_ = 0;
+  access_mode solo_mode_ = access_mode::read;
+  holder_kind solo_holder_ = holder_kind::host;
+  std::atomic<bool> solo_ready_{false};
+  std::atomic<std::uint64_t> solo_id_{0};
+  std::uint32_t solo_seq_ = 0;
   const std::size_t extent_;
 
   mutable std::mutex mutex_;
@@ -159,6 +182,21 @@ class access_tracker {
   static bool shared_eligible(const access_request& r) noexcept;
   /// Adds `unit` (1: held, pending_unit: pending) without the lock, if the gate is open.
   bool try_shared(std::uint64_t unit) noexcept;
+  /// Takes `r` as the lone lease without the lock, if nothing else is held,
+  /// queued or being checked; sets r.id.
+  bool try_solo(access_request& r, holder_kind holder) noexcept;
+  /// Gives the lone lease back; tells the waiters if the locked path is busy.
+  void release_solo(std::uint64_t id) noexcept;
+  /// Under mutex_, busy set: whether the lone lease is held now (then its
+  /// solo_* fields are readable). Waits out a claim not yet ready.
+  bool solo_now() const noexcept;
+  /// Under mutex_: sets busy, so no lone lease is claimed while the locked path looks.
+  void hold_off_solo() noexcept;
+  /// Under mutex_: clears busy once nothing is held or queued on the locked path.
+  void settle_busy() noexcept;
+  static bool is_solo_id(std::uint64_t id) noexcept {
+    return static_cast<std::uint32_t>(id) == solo_slot && id != shared_read_id;
+  }
   /// Gives back `n` shared reads; the last one out while the gate is closed
   /// tells the waiters (a queued writer may now proceed).
   void release_shared(std::uint64_t n) noexcept;
