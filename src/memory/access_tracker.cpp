@@ -82,16 +82,17 @@ void access_tracker::release_shared(std::uint64_t n) noexcept {
 // read into its buffer, a host write, a run's one output, with nothing else
 // on the allocation. Claimed with one compare-and-swap from a word holding
 // at most the gate: no shared read held or pending, no lone lease, and the
-// locked path not busy (nothing held or queued there, no acquisition
-// looking). Its range is written after the claim and published with
+// locked path not busy (not used since a one-range acquisition last found
+// it empty and cleared busy, here, under the lock). Its range is written after the claim and published with
 // solo_ready_; a locked acquisition that meets the claim waits for that (a
 // few instructions), as it waits out a pending shared take.
-bool access_tracker::try_solo(access_request& r, holder_kind holder) noexcept {
+bool access_tracker::try_solo(access_request& r, holder_kind holder, std::uint64_t allowed) noexcept {
   auto v = shared_.load(std::memory_order_relaxed);
-  if (v & ~gate_closed) return false;
+  if (v & ~allowed) return false;
   // A write closes the gate as it claims (a shared read covers its range,
-  // and may not be taken beside it); a read leaves the gate as it is.
-  auto want = v | solo_held | (r.mode == access_mode::write ? gate_closed : 0);
+  // and may not be taken beside it); a read leaves the gate as it is. busy
+  // is cleared only here, under the lock (allowed then).
+  auto want = (v & ~busy) | solo_held | (r.mode == access_mode::write ? gate_closed : 0);
   if (!shared_.compare_exchange_strong(v, want, std::memory_order_acquire, std::memory_order_relaxed)) return false;
   solo_begin_ = r.begin;
   solo_end_ = r.end;
@@ -103,10 +104,20 @@ bool access_tracker::try_solo(access_request& r, holder_kind holder) noexcept {
   return true;
 }
 
-void access_tracker::release_solo(std::uint64_t id) noexcept {
-  // A stale id (this lease released before) releases nothing, as for an entry.
-  if (!(shared_.load(std::memory_order_acquire) & solo_held) || solo_id_.load(std::memory_order_relaxed) != id) return;
+bool access_tracker::drop_solo(std::uint64_t id) noexcept {
+  // The id is the lease: taken back by one read-modify-write, so a stale id
+  // (this lease released before) releases nothing, as for an entry, even
+  // while the next lone lease is being claimed (its claim stores its own id
+  // after this one was cleared), and of two releases of one id one wins.
+  auto expected = id;
+  if (!solo_id_.compare_exchange_strong(expected, 0, std::memory_order_acquire, std::memory_order_relaxed))
+    return false;
   solo_ready_.store(false, std::memory_order_relaxed);
+  return true;
+}
+
+void access_tracker::release_solo(std::uint64_t id) noexcept {
+  if (!drop_solo(id)) return;
   auto v = shared_.fetch_and(~solo_held, std::memory_order_release);
   if (v & busy) {
     // A locked acquisition is looking, or requests are queued: one of them
@@ -129,14 +140,10 @@ void access_tracker::hold_off_solo() noexcept {
   if (!(shared_.load(std::memory_order_relaxed) & busy)) shared_.fetch_or(busy, std::memory_order_acq_rel);
 }
 
-void access_tracker::settle_busy() noexcept {
-  if (live_ == 0 && waiting_.empty() && (shared_.load(std::memory_order_relaxed) & busy))
-    shared_.fetch_and(~busy, std::memory_order_release);
-}
-
 void access_tracker::close_gate() noexcept {
-  // The bit changes only under mutex_ (readers' compare-and-swaps keep it),
-  // so a plain load tells whether it is set already.
+  // The bit changes under mutex_, or by a lone write's claim, which busy
+  // (set on every path that gets here) rules out; readers' compare-and-swaps
+  // keep it: a plain load tells whether it is set already.
   if ((writers_ > 0 || !waiting_.empty()) && !(shared_.load(std::memory_order_relaxed) & gate_closed))
     shared_.fetch_or(gate_closed, std::memory_order_acq_rel);
 }
@@ -165,6 +172,7 @@ bool access_tracker::take_shared(std::span<access_request> reqs) noexcept {
 }
 
 std::uint64_t access_tracker::add(std::size_t begin, std::size_t end, access_mode mode, holder_kind holder) {
+  hold_off_solo();  // set already on every path that adds (a load): no lone lease is claimed while an entry exists
   std::uint32_t index;
   if (!free_.empty()) {
     index = free_.back();
@@ -199,8 +207,8 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   const bool eligible = holder == holder_kind::run && std::all_of(reqs.begin(), reqs.end(), shared_eligible);
   if (eligible && take_shared(reqs)) return acquire_status::acquired;
   // One range of an allocation nothing else holds: without the lock either.
-  if (reqs.size() == 1 && !eligible && holder != holder_kind::retained && reqs[0].tracker->try_solo(reqs[0], holder))
-    return acquire_status::acquired;
+  const bool lone = reqs.size() == 1 && !eligible && holder != holder_kind::retained;
+  if (lone && reqs[0].tracker->try_solo(reqs[0], holder, gate_closed)) return acquire_status::acquired;
   tracker_set set(reqs);
   for (std::size_t i = 0; i < set.count; ++i) {
     set.items[i]->mutex_.lock();
@@ -213,13 +221,19 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   struct unlock_all {
     tracker_set& set;
     ~unlock_all() {
-      for (std::size_t i = 0; i < set.count; ++i) {
-        set.items[i]->close_gate();
-        set.items[i]->settle_busy();
-      }
+      for (std::size_t i = 0; i < set.count; ++i) set.items[i]->close_gate();
       for (std::size_t i = set.count; i-- > 0;) set.items[i]->mutex_.unlock();
     }
   } unlock{set};
+
+  // busy outlives the locked path's leases (see access_tracker.hpp): an
+  // acquisition of one range that finds nothing held or queued there takes
+  // the lone lease after all, clearing busy in the same compare-and-swap.
+  if (lone) {
+    auto* t = reqs[0].tracker;
+    if (t->live_ == 0 && t->waiting_.empty() && t->try_solo(reqs[0], holder, gate_closed | busy))
+      return acquire_status::acquired;
+  }
 
   if (eligible) {
     // Gates are opened here, not when the last writer or waiter goes: a
@@ -331,7 +345,6 @@ void access_tracker::withdraw(std::span<access_request> reqs, const void* owner)
     auto& q = t->waiting_;
     q.erase(std::remove_if(q.begin(), q.end(), [&](const waiter& x) { return x.owner == owner; }), q.end());
     t->notify_waiters();  // a withdrawn waiter may have been holding back those behind it
-    t->settle_busy();
   }
 }
 
@@ -354,28 +367,29 @@ void access_tracker::release(std::uint64_t id) noexcept {
   std::lock_guard lock(mutex_);
   drop(id);
   notify_waiters();
-  settle_busy();
 }
 
 void access_tracker::release(std::span<const lease_ref> leases) noexcept {
   std::uint64_t shared = 0;
+  std::uint64_t solo = 0;  // at most one lone lease per tracker
   bool entries = false;
   for (auto& l : leases) {
     if (l.id == shared_read_id) ++shared;
-    else if (is_solo_id(l.id)) release_solo(l.id);  // at most one: it takes the lock itself, if it must
+    else if (is_solo_id(l.id)) solo = l.id;
     else entries = true;
   }
   if (!entries) {
+    if (solo) release_solo(solo);        // takes the lock itself, if it must
     if (shared) release_shared(shared);  // no lock: the batch of runs sharing inputs
     return;
   }
   std::lock_guard lock(mutex_);
   for (auto& l : leases)
     if (l.id != shared_read_id && !is_solo_id(l.id)) drop(l.id);
-  // Under the lock, so the waiters are told once, after both kinds went.
+  // Under the lock, so the waiters are told once, after every kind went.
+  if (solo && drop_solo(solo)) shared_.fetch_and(~solo_held, std::memory_order_release);
   if (shared) shared_.fetch_sub(shared, std::memory_order_release);
   notify_waiters();
-  settle_busy();
 }
 
 std::uint64_t access_tracker::mark_retained(std::uint64_t id) noexcept {
@@ -384,29 +398,26 @@ std::uint64_t access_tracker::mark_retained(std::uint64_t id) noexcept {
     // Kept for good: it becomes an entry, as a shared read does, busy set
     // first so that no lone lease is claimed in the moment between.
     hold_off_solo();
-    if (!solo_now() || solo_id_.load(std::memory_order_relaxed) != id) {
-      settle_busy();
-      return id;  // stale
-    }
+    if (!solo_now() || solo_id_.load(std::memory_order_acquire) != id) return id;  // stale
+    std::uint64_t entry;
     try {
-      id = add(solo_begin_, solo_end_, solo_mode_, holder_kind::retained);
+      entry = add(solo_begin_, solo_end_, solo_mode_, holder_kind::retained);
     } catch (...) {
       // Out of memory: the lone lease is kept instead, never released (its
       // bit keeps any other from being claimed), and reported as
       // range_in_use.
-      settle_busy();
       return id;
     }
-    solo_ready_.store(false, std::memory_order_relaxed);
-    shared_.fetch_and(~solo_held, std::memory_order_release);
+    if (drop_solo(id)) shared_.fetch_and(~solo_held, std::memory_order_release);
     close_gate();
     notify_waiters();
-    return id;
+    return entry;
   }
   if (id == shared_read_id) {
     // Kept for good, so it becomes an entry that conflicts report as
     // retained. If the entry cannot be made (out of memory), the count is
     // kept instead: still never released, only reported as range_in_use.
+    hold_off_solo();  // an entry from now on: no lone lease beside it without the locked path's check
     try {
       id = add(0, extent_, access_mode::read, holder_kind::retained);
     } catch (...) {

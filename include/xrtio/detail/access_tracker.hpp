@@ -90,10 +90,12 @@ class access_tracker {
   /// Returns the lease's id from now on (a shared read becomes an entry).
   [[nodiscard]] std::uint64_t mark_retained(std::uint64_t id) noexcept;
 
-  /// The id of every lease taken without the lock (a whole-extent read by a
-  /// run while the gate is open); never an entry's id (slot index ~0u).
+  /// The id of every shared read (a whole-extent read by a run, taken
+  /// without the lock while the gate is open); never an entry's id (slot
+  /// index ~0u).
   static constexpr std::uint64_t shared_read_id = ~std::uint64_t{0};
   /// The slot index of a lone lease's id (see solo_held): never an entry's.
+  /// A lone lease's id is (sequence << 32) | solo_slot, its own.
   static constexpr std::uint32_t solo_slot = ~std::uint32_t{0} - 1;
 
   /// Entries and waiters now held (tests, diagnostics).
@@ -122,7 +124,9 @@ class access_tracker {
   // Whole-extent reads by runs while no write is held or queued: counted
   // here with one atomic operation each way instead of an entry under the
   // mutex (docs/DESIGN.md, "Shared reads without the lock"). The top bit is
-  // the gate, changed only under the mutex: set whenever writers_ > 0 or
+  // the gate, changed under the mutex, or by a lone write's claim (which
+  // busy keeps from happening while a mutex holder looks): set whenever
+  // writers_ > 0, a lone write is held or
   // waiting_ is not empty, and left set after they go, until a shared read
   // finds it so and opens it (acquire): a buffer only ever written (a file
   // read's destination, a run's output) then takes its write leases with
@@ -131,10 +135,15 @@ class access_tracker {
   // solo_held: a lone lease, the only one of the tracker, taken and given
   // back with one atomic operation each instead of a lock pair (docs/
   // DESIGN.md, "A lone lease without the lock"); its range is in solo_*.
-  // busy: the locked path holds entries or waiters, or is checking: set
-  // under the mutex before a locked acquisition looks at anything, cleared
-  // under it once nothing is held or queued there; no lone lease is taken
-  // while it is set.
+  // busy: the locked path has been used: set under the mutex before a
+  // locked acquisition looks at anything, so no lone lease is claimed while
+  // it looks or while its entries and waiters exist. It is not cleared when
+  // they go: an acquisition of several allocations (a run's buffers) would
+  // otherwise pay an atomic operation per allocation to set it and another
+  // to clear it (a 3-buffer run's acquire and release: 97 -> 132 ns in
+  // xrtio-lease-cost's terms). A one-range acquisition that then finds the
+  // locked path empty clears it, under the mutex, with the compare-and-swap
+  // that claims its lone lease.
   // Below them: takes in progress (pending_unit each, bits 32-60: an
   // acquisition of several allocations takes them all before any is held)
   // and held shared reads (bits 0-31).
@@ -182,18 +191,20 @@ class access_tracker {
   static bool shared_eligible(const access_request& r) noexcept;
   /// Adds `unit` (1: held, pending_unit: pending) without the lock, if the gate is open.
   bool try_shared(std::uint64_t unit) noexcept;
-  /// Takes `r` as the lone lease without the lock, if nothing else is held,
-  /// queued or being checked; sets r.id.
-  bool try_solo(access_request& r, holder_kind holder) noexcept;
+  /// Takes `r` as the lone lease, if the word holds nothing outside
+  /// `allowed` (the gate; and busy, under the mutex with the locked path
+  /// empty); clears busy; sets r.id.
+  bool try_solo(access_request& r, holder_kind holder, std::uint64_t allowed) noexcept;
   /// Gives the lone lease back; tells the waiters if the locked path is busy.
   void release_solo(std::uint64_t id) noexcept;
+  /// Whether `id` is the lone lease now; if so takes it (solo_id_ to 0,
+  /// not ready), leaving its bit to the caller.
+  bool drop_solo(std::uint64_t id) noexcept;
   /// Under mutex_, busy set: whether the lone lease is held now (then its
   /// solo_* fields are readable). Waits out a claim not yet ready.
   bool solo_now() const noexcept;
   /// Under mutex_: sets busy, so no lone lease is claimed while the locked path looks.
   void hold_off_solo() noexcept;
-  /// Under mutex_: clears busy once nothing is held or queued on the locked path.
-  void settle_busy() noexcept;
   static bool is_solo_id(std::uint64_t id) noexcept {
     return static_cast<std::uint32_t>(id) == solo_slot && id != shared_read_id;
   }
