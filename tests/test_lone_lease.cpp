@@ -212,8 +212,8 @@ TEST_CASE("lone lease: a batch release of it beside entries and shared reads tel
   CHECK(t.active_count() == 0);
 }
 
-TEST_CASE("lone lease: writers of overlapping ranges on three threads, lone, locked and across two allocations, never "
-          "hold at once") {
+TEST_CASE("lone lease: writers of overlapping ranges on three threads, one range or two allocations at once, lone or "
+          "locked, never hold at once") {
   tracker t(extent), u(extent);
   std::atomic<int> in_t{0}, in_u{0}, bad{0};
   std::atomic<bool> stop{false};
@@ -223,7 +223,7 @@ TEST_CASE("lone lease: writers of overlapping ranges on three threads, lone, loc
     int owner = 0;
     while (!stop.load(std::memory_order_relaxed)) {
       if (kind == 2) {
-        // Two allocations at once: always the locked path.
+        // Two allocations at once: lone when both are free, else the locked path.
         std::vector<detail::access_request> both{req(t, 8, 24, W), req(u, 0, 16, W)};
         if (tracker::acquire(both, detail::holder_kind::run, nullptr) != st::acquired) continue;
         if (in_t.fetch_add(1) != 0 || in_u.fetch_add(1) != 0) bad.fetch_add(1);
@@ -270,31 +270,68 @@ TEST_CASE("lone lease: writers of overlapping ranges on three threads, lone, loc
   CHECK(u.waiting_count() == 0);
 }
 
-TEST_CASE("lone lease: an allocation the locked path used (a run's several buffers) gives lone leases again once a "
-          "one-range acquisition finds nothing held or queued there") {
+TEST_CASE("lone lease: a run's several buffers are taken lone, all or nothing, and an allocation the locked path "
+          "used gives lone leases again once an acquisition finds nothing held or queued there") {
   tracker a(extent), b(extent);
-  for (int i = 0; i < 3; ++i) {
-    std::vector<detail::access_request> run{req(a, 0, extent, R), req(b, 0, 64, W)};
-    REQUIRE(tracker::acquire(run, detail::holder_kind::run, nullptr) == st::acquired);
-    CHECK(!lone(run[1].id));
-    a.release(run[0].id);
-    b.release(run[1].id);
-  }
+  // Nothing else on either: both lone, the whole read and the write.
+  std::vector<detail::access_request> run{req(a, 0, extent, R), req(b, 0, 64, W)};
+  REQUIRE(tracker::acquire(run, detail::holder_kind::run, nullptr) == st::acquired);
+  CHECK(lone(run[0].id));
+  CHECK(lone(run[1].id));
+  // The same allocation twice in one run: its second claim fails, the first
+  // is given back, and the locked path takes both as entries.
+  tracker c(extent);
+  std::vector<detail::access_request> twice_c{req(c, 0, 16, W), req(c, 16, 32, W)};
+  REQUIRE(tracker::acquire(twice_c, detail::holder_kind::run, nullptr) == st::acquired);
+  CHECK(!lone(twice_c[0].id));
+  CHECK(!lone(twice_c[1].id));
+  CHECK(!c.solo_is_held());
+  c.release(twice_c[0].id);
+  c.release(twice_c[1].id);
+  // One of them held elsewhere: nothing of the run is kept.
+  auto other = req(b, 32, 48, W);
+  CHECK(take(other) == st::conflict);
+  std::vector<detail::access_request> refused{req(c, 0, 8, W), req(b, 0, 8, W)};
+  CHECK(tracker::acquire(refused, detail::holder_kind::run, nullptr) == st::conflict);
+  CHECK(!c.solo_is_held());
+  CHECK(c.active_count() == 0);
+  a.release(run[0].id);
+  b.release(run[1].id);
+  CHECK(a.active_count() == 0);
   CHECK(b.active_count() == 0);
-  // The first one-range acquisition goes through the lock, finds it empty
-  // and takes the lone lease there; the next ones take it without the lock.
+
+  // The locked path used on b (a range beside a lone lease), then left empty: busy stays set.
+  auto l1 = req(b, 0, 64, W), l2 = req(b, 64, 128, W);
+  REQUIRE(take(l1) == st::acquired);
+  REQUIRE(take(l2) == st::acquired);
+  CHECK(!lone(l2.id));
+  b.release(l2.id);
+  b.release(l1.id);
+  // The next run finds b busy, goes through the lock, finds both empty and
+  // takes its leases lone there; the ones after it without the lock.
   for (int i = 0; i < 3; ++i) {
-    INFO("acquisition " << i);
-    auto r = req(b, 0, 64, W);
-    REQUIRE(take(r) == st::acquired);
-    CHECK(lone(r.id));
-    CHECK(b.solo_is_held());
-    auto other = req(b, 64, 128, W);  // beside it: the locked path, an entry
-    REQUIRE(take(other) == st::acquired);
-    CHECK(!lone(other.id));
-    b.release(other.id);
-    b.release(r.id);
+    INFO("run " << i);
+    std::vector<detail::access_request> r2{req(a, 0, extent, R), req(b, 0, 64, W)};
+    REQUIRE(tracker::acquire(r2, detail::holder_kind::run, nullptr) == st::acquired);
+    CHECK(lone(r2[0].id));
+    CHECK(lone(r2[1].id));
+    auto beside = req(b, 64, 128, W);  // beside it: the locked path, an entry
+    REQUIRE(take(beside) == st::acquired);
+    CHECK(!lone(beside.id));
+    b.release(beside.id);
+    a.release(r2[0].id);
+    b.release(r2[1].id);
   }
+  // And a one-range acquisition after the locked path was used the same way.
+  REQUIRE(take(l1) == st::acquired);
+  REQUIRE(take(l2) == st::acquired);
+  b.release(l2.id);
+  b.release(l1.id);
+  auto one = req(b, 0, 8, W);
+  REQUIRE(take(one) == st::acquired);
+  CHECK(lone(one.id));
+  b.release(one.id);
+  CHECK(a.active_count() == 0);
   CHECK(b.active_count() == 0);
 }
 

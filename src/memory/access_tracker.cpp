@@ -79,21 +79,45 @@ void access_tracker::release_shared(std::uint64_t n) noexcept {
 }
 
 // A lone lease (docs/DESIGN.md, "A lone lease without the lock"): a file
-// read into its buffer, a host write, a run's one output, with nothing else
-// on the allocation. Claimed with one compare-and-swap from a word holding
-// at most the gate: no shared read held or pending, no lone lease, and the
-// locked path not busy (not used since a one-range acquisition last found
-// it empty and cleared busy, here, under the lock). Its range is written after the claim and published with
-// solo_ready_; a locked acquisition that meets the claim waits for that (a
-// few instructions), as it waits out a pending shared take.
-bool access_tracker::try_solo(access_request& r, holder_kind holder, std::uint64_t allowed) noexcept {
+// read into its buffer, a host write, each buffer of a run, with nothing
+// else on the allocation. Claimed with one compare-and-swap from a word
+// holding at most the gate: no shared read held or pending, no lone lease,
+// and the locked path not busy (not used since an acquisition last found it
+// empty and cleared busy, under the lock: allowed then). Its range is
+// written after the claim and published with solo_ready_; a locked
+// acquisition that meets a claim not yet published waits until it is, or
+// is given back (a run's other buffers refused it), as it waits out a
+// pending shared take: nobody sees a conflict with a lease never granted.
+bool access_tracker::claim_solo(access_mode mode, std::uint64_t allowed) noexcept {
   auto v = shared_.load(std::memory_order_relaxed);
   if (v & ~allowed) return false;
   // A write closes the gate as it claims (a shared read covers its range,
-  // and may not be taken beside it); a read leaves the gate as it is. busy
-  // is cleared only here, under the lock (allowed then).
-  auto want = (v & ~busy) | solo_held | (r.mode == access_mode::write ? gate_closed : 0);
-  if (!shared_.compare_exchange_strong(v, want, std::memory_order_acquire, std::memory_order_relaxed)) return false;
+  // and may not be taken beside it); a read leaves the gate as it is.
+  auto want = (v & ~busy) | solo_held | (mode == access_mode::write ? gate_closed : 0);
+  return shared_.compare_exchange_strong(v, want, std::memory_order_acquire, std::memory_order_relaxed);
+}
+
+void access_tracker::unclaim_solo() noexcept {
+  // Never published: nobody took it for a lease (a locked acquisition waits
+  // for it, then finds it gone). The gate a write's claim closed stays
+  // closed, as after any writer.
+  shared_.fetch_and(~solo_held, std::memory_order_release);
+}
+
+bool access_tracker::take_solo(std::span<access_request> reqs, holder_kind holder, std::uint64_t allowed) noexcept {
+  // All or nothing: every request claimed (an allocation met twice fails
+  // its second claim), then all published; else the claims are given back.
+  std::size_t claimed = 0;
+  while (claimed < reqs.size() && reqs[claimed].tracker->claim_solo(reqs[claimed].mode, allowed)) ++claimed;
+  if (claimed < reqs.size()) {
+    for (std::size_t i = 0; i < claimed; ++i) reqs[i].tracker->unclaim_solo();
+    return false;
+  }
+  for (auto& r : reqs) r.tracker->publish_solo(r, holder);
+  return true;
+}
+
+void access_tracker::publish_solo(access_request& r, holder_kind holder) noexcept {
   solo_begin_ = r.begin;
   solo_end_ = r.end;
   solo_mode_ = r.mode;
@@ -101,7 +125,6 @@ bool access_tracker::try_solo(access_request& r, holder_kind holder, std::uint64
   r.id = (std::uint64_t{++solo_seq_} << 32) | solo_slot;
   solo_id_.store(r.id, std::memory_order_relaxed);
   solo_ready_.store(true, std::memory_order_release);
-  return true;
 }
 
 bool access_tracker::drop_solo(std::uint64_t id) noexcept {
@@ -207,8 +230,9 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   const bool eligible = holder == holder_kind::run && std::all_of(reqs.begin(), reqs.end(), shared_eligible);
   if (eligible && take_shared(reqs)) return acquire_status::acquired;
   // One range of an allocation nothing else holds: without the lock either.
-  const bool lone = reqs.size() == 1 && !eligible && holder != holder_kind::retained;
-  if (lone && reqs[0].tracker->try_solo(reqs[0], holder, gate_closed)) return acquire_status::acquired;
+  // Every range on an allocation nothing else holds: without the lock either.
+  const bool lone = !eligible && holder != holder_kind::retained;
+  if (lone && take_solo(reqs, holder, gate_closed)) return acquire_status::acquired;
   tracker_set set(reqs);
   for (std::size_t i = 0; i < set.count; ++i) {
     set.items[i]->mutex_.lock();
@@ -227,12 +251,16 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   } unlock{set};
 
   // busy outlives the locked path's leases (see access_tracker.hpp): an
-  // acquisition of one range that finds nothing held or queued there takes
-  // the lone lease after all, clearing busy in the same compare-and-swap.
-  if (lone) {
-    auto* t = reqs[0].tracker;
-    if (t->live_ == 0 && t->waiting_.empty() && t->try_solo(reqs[0], holder, gate_closed | busy))
-      return acquire_status::acquired;
+  // acquisition that finds nothing held or queued there on any of its
+  // allocations (each met once) takes its lone leases after all, clearing
+  // busy in the same compare-and-swaps. Refused (a shared read or another
+  // lone claim came first), busy is set again before anything is looked at.
+  if (lone && set.count == reqs.size() &&
+      std::all_of(reqs.begin(), reqs.end(), [](const access_request& r) {
+        return r.tracker->live_ == 0 && r.tracker->waiting_.empty();
+      })) {
+    if (take_solo(reqs, holder, gate_closed | busy)) return acquire_status::acquired;
+    for (std::size_t i = 0; i < set.count; ++i) set.items[i]->hold_off_solo();
   }
 
   if (eligible) {

@@ -191,10 +191,16 @@ class access_tracker {
   static bool shared_eligible(const access_request& r) noexcept;
   /// Adds `unit` (1: held, pending_unit: pending) without the lock, if the gate is open.
   bool try_shared(std::uint64_t unit) noexcept;
-  /// Takes `r` as the lone lease, if the word holds nothing outside
-  /// `allowed` (the gate; and busy, under the mutex with the locked path
-  /// empty); clears busy; sets r.id.
-  bool try_solo(access_request& r, holder_kind holder, std::uint64_t allowed) noexcept;
+  /// Takes every request of `reqs` as its allocation's lone lease, or none:
+  /// each allocation's word must hold nothing outside `allowed` (the gate;
+  /// and busy, under the mutexes with the locked paths empty, which clears
+  /// it); sets the ids.
+  static bool take_solo(std::span<access_request> reqs, holder_kind holder, std::uint64_t allowed) noexcept;
+  /// The claim (solo_held set, not published), its publication (range, id,
+  /// solo_ready_), and a claim given back unpublished.
+  bool claim_solo(access_mode mode, std::uint64_t allowed) noexcept;
+  void publish_solo(access_request& r, holder_kind holder) noexcept;
+  void unclaim_solo() noexcept;
   /// Gives the lone lease back; tells the waiters if the locked path is busy.
   void release_solo(std::uint64_t id) noexcept;
   /// Whether `id` is the lone lease now; if so takes it (solo_id_ to 0,
