@@ -1,8 +1,9 @@
 // A lone lease without the lock (docs/DESIGN.md, "A lone lease without the
-// lock"): one range of an allocation that nothing else holds, queues for or
-// is checking is taken with one compare-and-swap and given back with one
-// atomic operation; everything else meets it on the locked path as if it
-// were an entry.
+// lock"): each range of an acquisition (one, or a run's several) on an
+// allocation that nothing else holds, queues for or is checking is taken
+// with one compare-and-swap, all or nothing, and given back with two atomic
+// operations; everything else meets it on the locked path as if it were an
+// entry.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -308,7 +309,8 @@ TEST_CASE("lone lease: a run's several buffers are taken lone, all or nothing, a
   b.release(l2.id);
   b.release(l1.id);
   // The next run finds b busy, goes through the lock, finds both empty and
-  // takes its leases lone there; the ones after it without the lock.
+  // takes its leases lone there (each time: the entry beside it makes the
+  // locked path busy again).
   for (int i = 0; i < 3; ++i) {
     INFO("run " << i);
     std::vector<detail::access_request> r2{req(a, 0, extent, R), req(b, 0, 64, W)};
@@ -382,4 +384,41 @@ TEST_CASE("lone lease: a stale id released on another thread while the next lone
   CHECK(taken > 0);
   CHECK(freed_while_held == 0);
   CHECK(t.active_count() == 0);
+}
+
+TEST_CASE("lone lease: a run whose conversion to lone leases fails under the lock sets busy again: a newcomer then "
+          "meets its queued waiter instead of skipping the queue") {
+  tracker t1(64), t2(64);
+  auto held = req(t2, 0, 64, W);
+  REQUIRE(take(held) == st::acquired);
+  REQUIRE(lone(held.id));
+  // The locked path used on t1 (a range beside a lone lease), then left empty: busy set there.
+  auto a = req(t1, 0, 1, W), b = req(t1, 1, 2, W);
+  REQUIRE(take(a) == st::acquired);
+  REQUIRE(take(b) == st::acquired);
+  t1.release(b.id);
+  t1.release(a.id);
+  // The run finds t1 busy, locks both, finds no entry or waiter on either,
+  // claims t1 (clearing busy), fails on t2 and gives t1 back; then it
+  // conflicts with the lone lease on t2 and queues on both.
+  counting_listener l;
+  int owner = 0;
+  detail::access_waiter w{&owner, tracker::next_wait_seq(), &l};
+  std::vector<detail::access_request> run{req(t1, 0, 16, W), req(t2, 0, 16, W)};
+  REQUIRE(tracker::acquire(run, detail::holder_kind::run, nullptr, &w) == st::queued);
+  CHECK(t1.waiting_count() == 1);
+  // A newcomer on t1 must yield to it (FIFO), not take t1 lone.
+  auto y = req(t1, 0, 16, W);
+  std::string why;
+  CHECK(take(y, detail::holder_kind::run, &why) == st::conflict);
+  CHECK(why.find("a run queued before it") != std::string::npos);
+  if (y.id) t1.release(y.id);
+  t2.release(held.id);
+  CHECK(l.told.load() >= 1);
+  REQUIRE(tracker::acquire(run, detail::holder_kind::run, nullptr, &w) == st::acquired);
+  t1.release(run[0].id);
+  t2.release(run[1].id);
+  CHECK(t1.active_count() == 0);
+  CHECK(t2.active_count() == 0);
+  CHECK(t1.waiting_count() == 0);
 }

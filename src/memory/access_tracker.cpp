@@ -165,8 +165,9 @@ void access_tracker::hold_off_solo() noexcept {
 
 void access_tracker::close_gate() noexcept {
   // The bit changes under mutex_, or by a lone write's claim, which busy
-  // (set on every path that gets here) rules out; readers' compare-and-swaps
-  // keep it: a plain load tells whether it is set already.
+  // rules out where it is set; where it is not (after a conversion to lone
+  // leases), writers_ is 0 and nothing waits, so this does nothing. Readers'
+  // compare-and-swaps keep it: a plain load tells whether it is set.
   if ((writers_ > 0 || !waiting_.empty()) && !(shared_.load(std::memory_order_relaxed) & gate_closed))
     shared_.fetch_or(gate_closed, std::memory_order_acq_rel);
 }
@@ -229,14 +230,21 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   // removes it from the queues.
   const bool eligible = holder == holder_kind::run && std::all_of(reqs.begin(), reqs.end(), shared_eligible);
   if (eligible && take_shared(reqs)) return acquire_status::acquired;
-  // One range of an allocation nothing else holds: without the lock either.
   // Every range on an allocation nothing else holds: without the lock either.
+  // Looked at first with loads (several requests): a claim that would be
+  // given back sends other threads to the locked path meanwhile, and a
+  // write's closes a gate for nothing.
   const bool lone = !eligible && holder != holder_kind::retained;
-  if (lone && take_solo(reqs, holder, gate_closed)) return acquire_status::acquired;
+  if (lone &&
+      (reqs.size() == 1 || std::all_of(reqs.begin(), reqs.end(), [](const access_request& r) {
+         return !(r.tracker->shared_.load(std::memory_order_relaxed) & ~gate_closed);
+       })) &&
+      take_solo(reqs, holder, gate_closed))
+    return acquire_status::acquired;
   tracker_set set(reqs);
   for (std::size_t i = 0; i < set.count; ++i) {
     set.items[i]->mutex_.lock();
-    set.items[i]->hold_off_solo();  // from here no lone lease is claimed; one held only goes
+    set.items[i]->hold_off_solo();  // from here no lone lease is claimed (until a conversion below gives its claims back: it sets busy again); one held only goes
   }
   // However this ends (allocation failure in a message, a queue or a slot
   // throws), every gate that must be closed is closed and every lock is
@@ -253,8 +261,12 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   // busy outlives the locked path's leases (see access_tracker.hpp): an
   // acquisition that finds nothing held or queued there on any of its
   // allocations (each met once) takes its lone leases after all, clearing
-  // busy in the same compare-and-swaps. Refused (a shared read or another
-  // lone claim came first), busy is set again before anything is looked at.
+  // busy in the same compare-and-swaps. Refused (a shared read or a lone
+  // lease held, or another lone claim came first), the claims are given
+  // back and busy is set again before any held lease is looked at: a lone
+  // lease another thread claims in the moment between is met by the checks
+  // below like any lease held before the lock (claims and the busy bit are
+  // read-modify-writes of one word, so the checks see it).
   if (lone && set.count == reqs.size() &&
       std::all_of(reqs.begin(), reqs.end(), [](const access_request& r) {
         return r.tracker->live_ == 0 && r.tracker->waiting_.empty();

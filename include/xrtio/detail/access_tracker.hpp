@@ -126,8 +126,8 @@ class access_tracker {
   // mutex (docs/DESIGN.md, "Shared reads without the lock"). The top bit is
   // the gate, changed under the mutex, or by a lone write's claim (which
   // busy keeps from happening while a mutex holder looks): set whenever
-  // writers_ > 0, a lone write is held or
-  // waiting_ is not empty, and left set after they go, until a shared read
+  // writers_ > 0, a lone write is held or waiting_ is not empty, and left
+  // set after they go (a write's claim given back leaves it set too), until a shared read
   // finds it so and opens it (acquire): a buffer only ever written (a file
   // read's destination, a run's output) then takes its write leases with
   // no atomic operation on this word. A set gate sends newcomers to the
@@ -137,13 +137,14 @@ class access_tracker {
   // DESIGN.md, "A lone lease without the lock"); its range is in solo_*.
   // busy: the locked path has been used: set under the mutex before a
   // locked acquisition looks at anything, so no lone lease is claimed while
-  // it looks or while its entries and waiters exist. It is not cleared when
+  // it looks (but for the moment a conversion below gives its claims back,
+  // after which it is set again) or while its entries and waiters exist. It is not cleared when
   // they go: an acquisition of several allocations (a run's buffers) would
   // otherwise pay an atomic operation per allocation to set it and another
   // to clear it (a 3-buffer run's acquire and release: 97 -> 132 ns in
-  // xrtio-lease-cost's terms). A one-range acquisition that then finds the
-  // locked path empty clears it, under the mutex, with the compare-and-swap
-  // that claims its lone lease.
+  // xrtio-lease-cost's terms). An acquisition whose allocations (each named
+  // once) have no entries or waiters clears it, under their mutexes, with
+  // the compare-and-swaps that claim its lone leases.
   // Below them: takes in progress (pending_unit each, bits 32-60: an
   // acquisition of several allocations takes them all before any is held)
   // and held shared reads (bits 0-31).
@@ -194,7 +195,8 @@ class access_tracker {
   /// Takes every request of `reqs` as its allocation's lone lease, or none:
   /// each allocation's word must hold nothing outside `allowed` (the gate;
   /// and busy, under the mutexes with the locked paths empty, which clears
-  /// it); sets the ids.
+  /// it, and leaves it clear where claims are given back: the caller sets it
+  /// again); sets the ids.
   static bool take_solo(std::span<access_request> reqs, holder_kind holder, std::uint64_t allowed) noexcept;
   /// The claim (solo_held set, not published), its publication (range, id,
   /// solo_ready_), and a claim given back unpublished.
@@ -207,7 +209,8 @@ class access_tracker {
   /// not ready), leaving its bit to the caller.
   bool drop_solo(std::uint64_t id) noexcept;
   /// Under mutex_, busy set: whether the lone lease is held now (then its
-  /// solo_* fields are readable). Waits out a claim not yet ready.
+  /// solo_* fields are readable). Waits for a claim not yet published until
+  /// it is published or given back.
   bool solo_now() const noexcept;
   /// Under mutex_: sets busy, so no lone lease is claimed while the locked path looks.
   void hold_off_solo() noexcept;
