@@ -25,17 +25,9 @@ constexpr auto R = detail::access_mode::read;
 constexpr auto W = detail::access_mode::write;
 constexpr std::size_t extent = 4096;
 
-struct counting_listener final : detail::access_listener {
-  std::atomic<int> told{0};
-  void access_released() noexcept override { told.fetch_add(1); }
-};
-
+using ttest::counting_listener;
 using ttest::req;
-
-st take(detail::access_request& r, detail::holder_kind h = detail::holder_kind::run, std::string* why = nullptr,
-        const detail::access_waiter* w = nullptr) {
-  return tracker::acquire({&r, 1}, h, why, w);
-}
+using ttest::take;
 bool lone(std::uint64_t id) { return static_cast<std::uint32_t>(id) == tracker::solo_slot && id != tracker::shared_read_id; }
 }  // namespace
 

@@ -23,17 +23,9 @@ constexpr auto W = detail::access_mode::write;
 constexpr std::uint64_t shared_id = detail::access_tracker::shared_read_id;
 constexpr std::size_t extent = 4096;
 
-struct counting_listener final : detail::access_listener {
-  std::atomic<int> told{0};
-  void access_released() noexcept override { told.fetch_add(1); }
-};
-
+using ttest::counting_listener;
 using ttest::req;
-
-st take(detail::access_request& r, detail::holder_kind h = detail::holder_kind::run, std::string* why = nullptr,
-        const detail::access_waiter* w = nullptr) {
-  return detail::access_tracker::acquire({&r, 1}, h, why, w);
-}
+using ttest::take;
 }  // namespace
 
 TEST_CASE("shared reads: only a run's whole-allocation read takes the shared path") {
