@@ -244,7 +244,9 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
   tracker_set set(reqs);
   for (std::size_t i = 0; i < set.count; ++i) {
     set.items[i]->mutex_.lock();
-    set.items[i]->hold_off_solo();  // from here no lone lease is claimed (until a conversion below gives its claims back: it sets busy again); one held only goes
+    // From here no lone lease is claimed (but in the moment a conversion
+    // below gives its claims back: it sets busy again); one held only goes.
+    set.items[i]->hold_off_solo();
   }
   // However this ends (allocation failure in a message, a queue or a slot
   // throws), every gate that must be closed is closed and every lock is

@@ -127,8 +127,8 @@ class access_tracker {
   // the gate, changed under the mutex, or by a lone write's claim (which
   // busy keeps from happening while a mutex holder looks): set whenever
   // writers_ > 0, a lone write is held or waiting_ is not empty, and left
-  // set after they go (a write's claim given back leaves it set too), until a shared read
-  // finds it so and opens it (acquire): a buffer only ever written (a file
+  // set after they go (a write's claim given back leaves it set too), until
+  // a shared read finds it so and opens it (acquire): a buffer only ever written (a file
   // read's destination, a run's output) then takes its write leases with
   // no atomic operation on this word. A set gate sends newcomers to the
   // locked path.
@@ -137,9 +137,9 @@ class access_tracker {
   // DESIGN.md, "A lone lease without the lock"); its range is in solo_*.
   // busy: the locked path has been used: set under the mutex before a
   // locked acquisition looks at anything, so no lone lease is claimed while
-  // it looks (but for the moment a conversion below gives its claims back,
-  // after which it is set again) or while its entries and waiters exist. It is not cleared when
-  // they go: an acquisition of several allocations (a run's buffers) would
+  // it looks (but for the moment a conversion gives its claims back, after
+  // which it is set again) or while its entries and waiters exist. It is
+  // not cleared when they go: an acquisition of several allocations (a run's buffers) would
   // otherwise pay an atomic operation per allocation to set it and another
   // to clear it (a 3-buffer run's acquire and release: 97 -> 132 ns in
   // xrtio-lease-cost's terms). An acquisition whose allocations (each named
