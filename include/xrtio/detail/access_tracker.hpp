@@ -128,10 +128,10 @@ class access_tracker {
   // busy keeps from happening while a mutex holder looks): set whenever
   // writers_ > 0, a lone write is held or waiting_ is not empty, and left
   // set after they go (a write's claim given back leaves it set too), until
-  // a shared read finds it so and opens it (acquire): a buffer only ever written (a file
-  // read's destination, a run's output) then takes its write leases with
-  // no atomic operation on this word. A set gate sends newcomers to the
-  // locked path.
+  // a shared read finds it so and opens it (acquire): a buffer only ever
+  // written (a file read's destination, a run's output) then takes its
+  // write leases with no atomic operation on the gate. A set gate sends
+  // shared reads to the locked path.
   // solo_held: a lone lease, the only one of the tracker, taken and given
   // back with one atomic operation each instead of a lock pair (docs/
   // DESIGN.md, "A lone lease without the lock"); its range is in solo_*.
@@ -139,12 +139,14 @@ class access_tracker {
   // locked acquisition looks at anything, so no lone lease is claimed while
   // it looks (but for the moment a conversion gives its claims back, after
   // which it is set again) or while its entries and waiters exist. It is
-  // not cleared when they go: an acquisition of several allocations (a run's buffers) would
-  // otherwise pay an atomic operation per allocation to set it and another
-  // to clear it (a 3-buffer run's acquire and release: 97 -> 132 ns in
-  // xrtio-lease-cost's terms). An acquisition whose allocations (each named
-  // once) have no entries or waiters clears it, under their mutexes, with
-  // the compare-and-swaps that claim its lone leases.
+  // not cleared when they go: an acquisition of several allocations that goes
+  // through the locked path (a run's buffers, one of them held by someone
+  // else) would otherwise pay an atomic operation per allocation to set it
+  // and another to clear it (a 3-buffer run's acquire and release when every
+  // run went there: 97 -> 132 ns in xrtio-lease-cost's terms). An
+  // acquisition whose allocations (each named once) have no entries or
+  // waiters clears it, under their mutexes, with the compare-and-swaps that
+  // claim its lone leases.
   // Below them: takes in progress (pending_unit each, bits 32-60: an
   // acquisition of several allocations takes them all before any is held)
   // and held shared reads (bits 0-31).
