@@ -84,7 +84,7 @@ void access_tracker::release_shared(std::uint64_t n) noexcept {
 // holding at most the gate: no shared read held or pending, no lone lease,
 // and the locked path not busy (not used since an acquisition last found it
 // empty and cleared busy, under the lock: allowed then). Its range is
-// written after the claim and published with solo_ready_; a locked
+// written after the claim and published with its id (solo_id_); a locked
 // acquisition that meets a claim not yet published waits until it is, or
 // is given back (a run's other buffers refused it), as it waits out a
 // pending shared take: nobody sees a conflict with a lease never granted.
@@ -123,8 +123,9 @@ void access_tracker::publish_solo(access_request& r, holder_kind holder) noexcep
   solo_mode_ = r.mode;
   solo_holder_ = holder;
   r.id = (std::uint64_t{++solo_seq_} << 32) | solo_slot;
-  solo_id_.store(r.id, std::memory_order_relaxed);
-  solo_ready_.store(true, std::memory_order_release);
+  // Publishes the fields above: an id is never 0, and 0 is "not yet" (or
+  // "no longer"), so one store does what a separate ready flag did.
+  solo_id_.store(r.id, std::memory_order_release);
 }
 
 bool access_tracker::drop_solo(std::uint64_t id) noexcept {
@@ -133,10 +134,7 @@ bool access_tracker::drop_solo(std::uint64_t id) noexcept {
   // while the next lone lease is being claimed (its claim stores its own id
   // after this one was cleared), and of two releases of one id one wins.
   auto expected = id;
-  if (!solo_id_.compare_exchange_strong(expected, 0, std::memory_order_acquire, std::memory_order_relaxed))
-    return false;
-  solo_ready_.store(false, std::memory_order_relaxed);
-  return true;
+  return solo_id_.compare_exchange_strong(expected, 0, std::memory_order_acquire, std::memory_order_relaxed);
 }
 
 void access_tracker::release_solo(std::uint64_t id) noexcept {
@@ -153,8 +151,10 @@ void access_tracker::release_solo(std::uint64_t id) noexcept {
 bool access_tracker::solo_now() const noexcept {
   for (unsigned spins = 0;; ) {
     if (!(shared_.load(std::memory_order_acquire) & solo_held)) return false;
-    if (solo_ready_.load(std::memory_order_acquire)) return true;
-    if (++spins % 64 == 0) std::this_thread::yield();  // its claimer was preempted between claim and ready
+    if (solo_id_.load(std::memory_order_acquire) != 0) return true;
+    // Its claimer was preempted between claim and publication, or its
+    // holder between giving back the id and the bit.
+    if (++spins % 64 == 0) std::this_thread::yield();
   }
 }
 

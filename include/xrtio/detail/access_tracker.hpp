@@ -158,13 +158,13 @@ class access_tracker {
   static constexpr std::uint64_t held_mask = pending_unit - 1;
   std::atomic<std::uint64_t> shared_{0};
   // The lone lease: written by its holder between its claim (solo_held set)
-  // and solo_ready_, read by the locked path once it has seen solo_ready_
-  // (busy then keeps a new one from being claimed). solo_id_ tells a stale
-  // id from the live one, as an entry's sequence does.
+  // and its publication (solo_id_ stored, never 0), read by the locked path
+  // once it has seen the id (busy then keeps a new one from being claimed).
+  // solo_id_ also tells a stale id from the live one, as an entry's
+  // sequence does; it is 0 while a claim is unpublished or being given back.
   std::size_t solo_begin_ = 0, solo_end_ = 0;
   access_mode solo_mode_ = access_mode::read;
   holder_kind solo_holder_ = holder_kind::host;
-  std::atomic<bool> solo_ready_{false};
   std::atomic<std::uint64_t> solo_id_{0};
   std::uint32_t solo_seq_ = 0;
   const std::size_t extent_;
@@ -200,15 +200,15 @@ class access_tracker {
   /// it, and leaves it clear where claims are given back: the caller sets it
   /// again); sets the ids.
   static bool take_solo(std::span<access_request> reqs, holder_kind holder, std::uint64_t allowed) noexcept;
-  /// The claim (solo_held set, not published), its publication (range, id,
-  /// solo_ready_), and a claim given back unpublished.
+  /// The claim (solo_held set, not published), its publication (range,
+  /// then the id), and a claim given back unpublished.
   bool claim_solo(access_mode mode, std::uint64_t allowed) noexcept;
   void publish_solo(access_request& r, holder_kind holder) noexcept;
   void unclaim_solo() noexcept;
   /// Gives the lone lease back; tells the waiters if the locked path is busy.
   void release_solo(std::uint64_t id) noexcept;
-  /// Whether `id` is the lone lease now; if so takes it (solo_id_ to 0,
-  /// not ready), leaving its bit to the caller.
+  /// Whether `id` is the lone lease now; if so takes it (solo_id_ to 0),
+  /// leaving its bit to the caller.
   bool drop_solo(std::uint64_t id) noexcept;
   /// Under mutex_, busy set: whether the lone lease is held now (then its
   /// solo_* fields are readable). Waits for a claim not yet published until
