@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "reactor_support.hpp"
+#include "refusing_slot.hpp"
 #include "ring_table.hpp"  // test seam: table sizes (src/reactor)
 #include "xrtio/detail/completion_service.hpp"  // the registry (read_at_once cases)
 #include "xrtio/xrtio.hpp"
@@ -1531,29 +1532,6 @@ TEST_CASE("file io: total cancellation of a read that wrote part of its range on
   CHECK(whole == tried);
 }
 
-namespace {
-// A cancellation slot of the handler's own that cannot take a handler (as
-// asio::cancellation_slot throws std::bad_alloc when it cannot get memory).
-struct refusing_slot {
-  bool is_connected() const noexcept { return true; }
-  template <class H, class... A>
-  H& emplace(A&&...) {
-    throw std::bad_alloc();
-  }
-  void clear() noexcept {}
-};
-
-struct slot_refused_handler {
-  std::shared_ptr<int> state;
-  bool* ran;
-  using executor_type = asio::io_context::executor_type;
-  executor_type ex;
-  executor_type get_executor() const noexcept { return ex; }
-  using cancellation_slot_type = refusing_slot;
-  refusing_slot get_cancellation_slot() const noexcept { return {}; }
-  void operator()(std::error_code, std::size_t) { *ran = true; }
-};
-}  // namespace
 
 TEST_CASE("file io: a transfer whose cancellation slot cannot take its handler throws from the initiating call, "
           "registered nowhere and leasing nothing") {

@@ -79,8 +79,13 @@ void flush_gathered_reads(gather_list& list) noexcept {
       auto* f = static_cast<file_op_base*>(ops);
       ops = ops->next;
       if (f->cancel_bits.load(std::memory_order_acquire)) {
-        // Cancelled while gathered: not read; the loop withdraws it.
-        f->rx->file_gathered(f, -ECANCELED);
+        // Cancelled while gathered: not read; the loop withdraws it. One
+        // gathered before registration that cannot register is failed
+        // here instead (reactor::to_loop), and posted.
+        if (f->rx->file_gathered(f, -ECANCELED)) {
+          f->next = nullptr;
+          executor_batcher::post_all(f, f->rx->options().max_batch, false);
+        }
         continue;
       }
       batch[n] = f;
@@ -129,12 +134,10 @@ bool reactor::file_gathered(file_op_base* f, int res) noexcept {
     // the flag, a real error): the loop's own request reports them.
     if (res == -EOPNOTSUPP) f->file->nowait_refused.store(true, std::memory_order_relaxed);
     if (got > 0) f->issued = f->done = got;
-    to_loop(f);
-    return false;
+    return !to_loop(f);
   }
   if (file_done_on_caller(f, got, counters_.gathered_reads, counters_.gathered_bytes)) return true;
-  to_loop(f);
-  return false;
+  return !to_loop(f);
 }
 
 // A gathered read the loop takes over. A cancellation that came while it
@@ -142,11 +145,39 @@ bool reactor::file_gathered(file_op_base* f, int res) noexcept {
 // the loop's next pass sees its bits (one that comes later raises its own).
 // Once pushed the op may be finished and freed at once, and with it what
 // may be the last reference to this reactor (its runtime gone): kept here.
-void reactor::to_loop(file_op_base* f) noexcept {
+//
+// One gathered before registration (gather_early) registers first, with
+// the registry it was counted in: the loop's completion may come after the
+// context is gone, which only a registered op survives. We are in the
+// flush, so the context is alive, or (a flush destroyed unrun) shutting
+// down: then, or if the registry's table cannot grow, the read is not
+// handed on but finished here, failed (shut_down; not_enough_memory), its
+// lease released, for the caller to post (a context shutting down destroys
+// it unrun). Returns whether the loop took it.
+bool reactor::to_loop(file_op_base* f) noexcept {
+  if (auto* reg = f->at_once_registry) {
+    bool added = false;
+    try {
+      added = reg->try_add(f);  // counts it among the registered candidates
+    } catch (...) {
+    }
+    if (added) f->registry = reg->shared_from_this();
+    f->at_once_registry = nullptr;
+    reg->at_once.fetch_sub(1, std::memory_order_relaxed);
+    if (!added) {
+      f->ec = reg->shut_down.load(std::memory_order_relaxed) ? make_error_code(errc::shut_down)
+                                                             : std::make_error_code(std::errc::not_enough_memory);
+      f->bytes = 0;
+      f->core.release();
+      f->ph = run_op_base::phase::finished;
+      return false;
+    }
+  }
   std::shared_ptr<reactor> keep = f->rx;
   bool cancelled = f->cancel_bits.load(std::memory_order_acquire) != 0;
   push(f);
   if (cancelled) raise(cancel_pending_);
+  return true;
 }
 
 }  // namespace xrtio::detail

@@ -46,7 +46,8 @@ class reactor final : public access_listener {
 
   // Any thread.
   bool submit(run_op_base* op) noexcept;                        // reactor.cpp; reactor_submit
-  bool read_at_once(run_op_base* op, completion_registry& reg) noexcept;  // reactor_files.cpp
+  at_once_outcome read_at_once(run_op_base* op, completion_registry& reg) noexcept;  // reactor_files.cpp
+  void ungather(run_op_base* op) noexcept;                                          // reactor_files.cpp
   void reject(run_op_base* op, std::error_code ec) noexcept;   // reactor.cpp
   void cancel(run_op_base* op, asio::cancellation_type t) noexcept;
   void access_released() noexcept override;
@@ -195,7 +196,8 @@ class reactor final : public access_listener {
   std::size_t file_confirm_end(file_op_base* f, std::size_t got) noexcept;
   bool file_done_on_caller(file_op_base* f, std::size_t got, reactor_counters::counter& reads,
                            reactor_counters::counter& bytes) noexcept;
-  void to_loop(file_op_base* f) noexcept;
+  bool to_loop(file_op_base* f) noexcept;
+  at_once_outcome gather_early(file_op_base* f, completion_registry& reg, bool counted) noexcept;
   void file_intake(run_op_base* op) noexcept;
   bool file_engine_ready() noexcept;
   // Whether the file engine is, or once made will be, the io_uring ring. Any thread.

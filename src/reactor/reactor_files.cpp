@@ -125,7 +125,7 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
                                        : 0;
   if (declined(*f, candidates)) {
     counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
-    return f->length <= batch_read_limit && !driven() && op->vt().gather(op);
+    return f->length <= batch_read_limit && !driven() && op->vt().gather(op, true);
   }
   if (read_cached(f) != cached_read::done) return false;
   op->batch_next = nullptr;
@@ -170,42 +170,80 @@ reactor::cached_read reactor::read_cached(file_op_base* f) noexcept {
 // counted it, until its handler begins, so that reads issued beside it, on
 // this thread or another of the context, join the ring as before.
 // Runtimes that observe (histograms, trace) take the usual path.
-// Returns true when done (its completion posted). Otherwise the usual path
-// takes the op: untouched if it was not read (declined, a conflict, a
-// stopping runtime, RWF_NOWAIT refused before); as it was if no byte was
-// read (the lease given back), but for tried_at_once (the page cache not
-// tried again); or, once bytes are in the buffer (part cached, or the sync
-// failed), with the lease kept (leased_at_once), so that no other
-// operation comes between those bytes and the rest.
-bool reactor::read_at_once(run_op_base* op, completion_registry& reg) noexcept {
+// Returns done when done (its completion posted). A read declined beside
+// the others is gathered here, unregistered, if it can be (gather_early).
+// Otherwise the usual path takes the op: untouched if it was not read (a
+// conflict, a stopping runtime, RWF_NOWAIT refused before); as it was if
+// no byte was read (the lease given back), but for tried_at_once (the
+// page cache not tried again); or, once bytes are in the buffer (part
+// cached, or the sync failed), with the lease kept (leased_at_once), so
+// that no other operation comes between those bytes and the rest.
+at_once_outcome reactor::read_at_once(run_op_base* op, completion_registry& reg) noexcept {
   auto* f = static_cast<file_op_base*>(op);
   auto& fs = *f->file;
   if (observer_ || fs.nowait_refused.load(std::memory_order_relaxed) || stopping_.load(std::memory_order_acquire))
-    return false;
-  // Declined: the usual path, registered, counts that and gathers it or
-  // hands it to the loop. Asked first with loads only (a read at depth is
-  // declined without writing the shared count), then again with the count
-  // this read's add returns.
+    return at_once_outcome::usual;
+  // Declined: gathered (or the usual path, registered, which counts that
+  // and hands it to the loop). Asked first with loads only (a read at
+  // depth is declined without writing the shared count), then again with
+  // the count this read's add returns.
   std::size_t registered = reg.inline_candidates.load(std::memory_order_relaxed);
-  if (declined(*f, registered + reg.at_once.load(std::memory_order_relaxed) + 1)) return false;
+  if (declined(*f, registered + reg.at_once.load(std::memory_order_relaxed) + 1)) return gather_early(f, reg, false);
   std::size_t candidates = registered + reg.at_once.fetch_add(1, std::memory_order_relaxed) + 1;
   auto uncount = [&] { reg.at_once.fetch_sub(1, std::memory_order_relaxed); };
-  if (declined(*f, candidates) || op->core.acquire(nullptr, nullptr) != acquire_status::acquired) {
+  if (declined(*f, candidates)) return gather_early(f, reg, true);
+  if (op->core.acquire(nullptr, nullptr) != acquire_status::acquired) {
     uncount();
-    return false;
+    return at_once_outcome::usual;
   }
   auto r = read_cached(f);
   if (r == cached_read::done) {
     op->at_once_registry = &reg;  // counted above
     op->batch_next = nullptr;
     op->vt().post_batch(op, false);
-    return true;
+    return at_once_outcome::done;
   }
   uncount();
   f->tried_at_once = true;
   if (r == cached_read::part) f->leased_at_once = true;  // bytes are in the buffer: the loop goes on from them
   else op->core.release();                               // nothing written
-  return false;
+  return at_once_outcome::usual;
+}
+
+// A read declined beside others of its context, before registration: what
+// submit and file_try_inline would do with it (its lease, then this
+// thread's gathered reads), but unregistered and counted in reg.at_once
+// instead (`counted`: already), as a read done at once is, until its
+// handler begins. Registration took two lock pairs, the registry's
+// reference count and its entry and exit around each post and executor
+// comparison; a gathered read's flush runs in the handler's context, so
+// the context is alive whenever the read is posted from there, and a
+// flush its shutdown destroys unrun reads and posts (frees) its reads as
+// it goes. The ones the flush hands to the loop register then (to_loop).
+// A read that asks for a deadline takes it from here, as submit would
+// have. Returns gathered (the caller connects the cancellation slot, then
+// gathers it) or usual (uncounted, no lease).
+at_once_outcome reactor::gather_early(file_op_base* f, completion_registry& reg, bool counted) noexcept {
+  auto back = [&] {
+    if (counted) reg.at_once.fetch_sub(1, std::memory_order_relaxed);
+    return at_once_outcome::usual;
+  };
+  // As file_try_inline gathers: small reads, a reactor thread, and a
+  // handler whose executor runs on this thread.
+  if (f->length > batch_read_limit || driven() || !f->vt().gather(f, false)) return back();
+  if (!counted) reg.at_once.fetch_add(1, std::memory_order_relaxed);
+  counted = true;
+  if (f->core.acquire(nullptr, nullptr) != acquire_status::acquired) return back();
+  f->at_once_registry = &reg;
+  if (f->options.timeout.count() > 0) f->deadline = saturating_deadline(clock::now(), f->options.timeout);
+  counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
+  return at_once_outcome::gathered;
+}
+
+void reactor::ungather(run_op_base* op) noexcept {
+  op->core.release();
+  if (auto* r = std::exchange(op->at_once_registry, nullptr)) r->at_once.fetch_sub(1, std::memory_order_relaxed);
+  op->deadline = clock::time_point::max();
 }
 
 // Whether a candidate read, with `candidates` such reads in flight in its

@@ -12,9 +12,10 @@ std::shared_ptr<reactor> reactor_for(const xrtio::kernel& k, const run_options& 
   return access::reactor(default_runtime());
 }
 bool reactor_submit(reactor& r, run_op_base* op) noexcept { return r.submit(op); }
-bool reactor_read_at_once(reactor& r, run_op_base* op, completion_registry& reg) noexcept {
+at_once_outcome reactor_read_at_once(reactor& r, run_op_base* op, completion_registry& reg) noexcept {
   return r.read_at_once(op, reg);
 }
+void reactor_ungather(reactor& r, run_op_base* op) noexcept { r.ungather(op); }
 void reactor_reject(reactor& r, run_op_base* op, std::error_code ec) noexcept { r.reject(op, ec); }
 void reactor_cancel(reactor& r, run_op_base* op, asio::cancellation_type t) noexcept { r.cancel(op, t); }
 void reactor_handlers_queued(reactor& r, std::size_t n) noexcept { r.handlers_queued(n); }

@@ -20,7 +20,9 @@ class run_op_base;
 /// destroying the context (io_context with a run pending) destroys their
 /// handlers without invoking them, while the reactor keeps their leases and
 /// native runs until the device lets go (invariant 2).
-struct completion_registry {
+// Shared (from this): a read gathered before registration registers when
+// the loop takes it (reactor::to_loop), from the registry it was counted in.
+struct completion_registry : std::enable_shared_from_this<completion_registry> {
   std::mutex mutex;  // the table; the shutdown's wait for `posting`
   std::condition_variable idle;
   // The registered ops by slot (null: a free slot, listed in free_slots);

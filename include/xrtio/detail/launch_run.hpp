@@ -58,8 +58,35 @@ void launch_run(Op* op, std::error_code early_error) {
   // docs/PERFORMANCE.md, "A read done at once, unregistered"). Until this
   // thread has registered once with the context its registry is not known
   // here: that read takes the usual path.
+  //
+  // A read declined beside others of its context (they go to the ring
+  // together) is gathered on this thread the same way without registering:
+  // the flush that reads it runs in the context, which registers the ones
+  // it hands to the loop (reactor::to_loop) and, destroyed unrun at the
+  // context's shutdown, frees the rest (docs/PERFORMANCE.md, "Gathered
+  // before registration"). Its cancellation slot is connected first: once
+  // gathered, another thread of the context may finish it at once.
   if (!early_error && op->inline_candidate)
-    if (auto* reg = registry_known_here(ctx); reg && reactor_read_at_once(*op->rx, op, *reg)) return;
+    if (auto* reg = registry_known_here(ctx)) {
+      auto how = reactor_read_at_once(*op->rx, op, *reg);
+      if (how == at_once_outcome::done) return;
+      if (how == at_once_outcome::gathered) {
+        auto slot = asio::get_associated_cancellation_slot(op->handler());
+        if (slot.is_connected()) {
+          try {
+            slot.template emplace<cancel_handler>(cancel_handler{op});  // may throw: the slot's memory
+          } catch (...) {
+            reactor_ungather(*op->rx, op);
+            op->vt().free(op);
+            throw;
+          }
+        }
+        if (op->vt().gather(op, true)) return;
+        // Not this thread's to gather after all: the usual path.
+        if (slot.is_connected()) slot.clear();
+        reactor_ungather(*op->rx, op);
+      }
+    }
   try {
     register_completion(ctx, op);  // may throw: the service's creation, the registry's growth
   } catch (...) {

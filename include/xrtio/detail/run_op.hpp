@@ -87,8 +87,9 @@ class run_op_base {
     // A declined read (reactor thread mode): if the handler's executor runs
     // on this thread, adds the op to this thread's gathered reads (deferring
     // their flush to that executor when it is the first) and returns true;
-    // else false, having done nothing.
-    bool (*gather)(run_op_base*) noexcept;
+    // else false, having done nothing. With `push` false it only tells
+    // which it would do.
+    bool (*gather)(run_op_base*, bool push) noexcept;
   };
 
   run_op_base(const vtable* vt, xrtio::kernel k, std::span<arg_slot> s, std::span<access_request> r) noexcept
@@ -431,7 +432,7 @@ class run_op final : public Base {
   // handlers queued before it. Executors that cannot say where they run (a
   // user's own type, system_executor, a thread_pool's inside
   // any_io_executor) are never gathered: their reads go to the loop.
-  static bool gather(run_op_base* base) noexcept {
+  static bool gather(run_op_base* base, bool push) noexcept {
     auto* o = static_cast<run_op*>(base);
     bool here = false;
     with_concrete_executor(*o->work_, [&](const auto& e) {
@@ -440,6 +441,7 @@ class run_op final : public Base {
     if (!here) return false;
     const auto& list = this_thread_gather_list();
     if (!list) return false;
+    if (!push) return true;
     // Pushed onto a list that was not empty, the op belongs to the flush
     // deferred with the first, which may run on another thread of the
     // context at once: not touched again. Onto an empty list it stays ours:
@@ -480,14 +482,26 @@ std::shared_ptr<reactor> reactor_for(const xrtio::kernel& k, const run_options& 
 /// it once the current handler returns (handed to the loop then if the
 /// page cache does not hold it all): no linger is started for it.
 bool reactor_submit(reactor& r, run_op_base* op) noexcept;
+/// What reactor_read_at_once did with a read.
+enum class at_once_outcome : std::uint8_t {
+  usual,     // nothing for good: the usual path takes it (registered)
+  done,      // read whole here, its completion posted
+  gathered,  // leased and counted, to be gathered unregistered (below)
+};
 /// A buffered file read of at most its file's inline_read_limit
 /// (inline_candidate), before any registration: done here, its completion
 /// posted, if the page cache holds it, it may be leased at once and the
 /// rule for reads beside others of `reg`'s context (they go to the ring
-/// together) does not decline it. Returns false otherwise, for the usual
-/// path: the op untouched, or, if it read part of the range, with its
-/// lease kept for the submission (reactor::read_at_once).
-bool reactor_read_at_once(reactor& r, run_op_base* op, completion_registry& reg) noexcept;
+/// together) does not decline it (done). Declined beside those reads, and
+/// gatherable on this thread, it is leased and counted in `reg` as they
+/// are (gathered): the caller connects its cancellation slot, then hands it
+/// to run_op_base::vtable::gather, or, if that refuses it, to
+/// reactor_ungather. Otherwise usual: the op untouched, or, if it read part
+/// of the range, with its lease kept for the submission
+/// (reactor::read_at_once).
+at_once_outcome reactor_read_at_once(reactor& r, run_op_base* op, completion_registry& reg) noexcept;
+/// Undoes `gathered` (its lease, its count): the op as it was before.
+void reactor_ungather(reactor& r, run_op_base* op) noexcept;
 /// Completes `op` with `ec` through the reactor (never inline).
 void reactor_reject(reactor& r, run_op_base* op, std::error_code ec) noexcept;
 void reactor_cancel(reactor& r, run_op_base* op, asio::cancellation_type t) noexcept;
