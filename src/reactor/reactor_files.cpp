@@ -12,6 +12,7 @@
 
 #include "file/file_state.hpp"
 #include "reactor.hpp"
+#include "xrtio/detail/gather_list.hpp"
 
 namespace xrtio::detail {
 
@@ -216,10 +217,10 @@ at_once_outcome reactor::read_at_once(run_op_base* op, completion_registry& reg)
 // instead (`counted`: already), as a read done at once is, until its
 // handler begins. Registration took two lock pairs, the registry's
 // reference count and its entry and exit around each post and executor
-// comparison; a gathered read's flush runs in the handler's context, so
-// the context is alive whenever the read is posted from there, and a
-// flush its shutdown destroys unrun reads and posts (frees) its reads as
-// it goes. The ones the flush hands to the loop register then (to_loop).
+// comparison; a gathered read's flush runs in the handler's context (it
+// joins only a flush of that context), so the context is alive whenever
+// the read is posted from there, and a flush its shutdown destroys unrun
+// reads and posts (frees) its reads as it goes. The ones the flush hands to the loop register then (to_loop).
 // A read that asks for a deadline takes it from here, as submit would
 // have. Returns gathered (the caller connects the cancellation slot, then
 // gathers it) or usual (uncounted, no lease).
@@ -229,8 +230,18 @@ at_once_outcome reactor::gather_early(file_op_base* f, completion_registry& reg,
     return at_once_outcome::usual;
   };
   // As file_try_inline gathers: small reads, a reactor thread, and a
-  // handler whose executor runs on this thread.
+  // handler whose executor runs on this thread. And only onto an empty
+  // list, or one whose flush was deferred to this read's context: a flush
+  // of another context (this thread ran its handler, which ran this
+  // context's poll()) would hold the read past this context's shutdown,
+  // which destroys only what is registered with it (gather_list::owner; a
+  // reviewer's test, "a read gathered onto another context's flush ...").
+  // Only this thread pushes onto its list, so a list seen empty here stays
+  // empty, or becomes ours, until the push.
   if (f->length > batch_read_limit || driven() || !f->vt().gather(f, false)) return back();
+  if (const auto& list = this_thread_gather_list();
+      list->head.load(std::memory_order_relaxed) != nullptr && list->owner != &reg)
+    return back();
   if (!counted) reg.at_once.fetch_add(1, std::memory_order_relaxed);
   counted = true;
   if (f->core.acquire(nullptr, nullptr) != acquire_status::acquired) return back();
@@ -241,6 +252,7 @@ at_once_outcome reactor::gather_early(file_op_base* f, completion_registry& reg,
 }
 
 void reactor::ungather(run_op_base* op) noexcept {
+  counters_.inline_declined.fetch_sub(1, std::memory_order_relaxed);  // counted again if the usual path declines it
   op->core.release();
   if (auto* r = std::exchange(op->at_once_registry, nullptr)) r->at_once.fetch_sub(1, std::memory_order_relaxed);
   op->deadline = clock::time_point::max();

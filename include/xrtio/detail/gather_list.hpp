@@ -17,6 +17,15 @@ class run_op_base;
 /// thread, taken whole by the flush, on whichever thread runs it.
 struct gather_list {
   std::atomic<run_op_base*> head{nullptr};
+  /// The registry of the context whose executor the pending flush was
+  /// deferred to (the first read's), set by the pushing thread when it
+  /// finds the list empty; read only by that thread. A thread running
+  /// handlers of two contexts (one's handler calling the other's poll())
+  /// can push one context's reads onto a flush of the other's: only a read
+  /// registered with its own context may join such a flush, since the
+  /// flush's context does not destroy it at its own context's shutdown
+  /// (reactor::gather_early).
+  const void* owner = nullptr;
   /// Returns whether the list was empty (the caller then defers the flush).
   bool push(run_op_base* op) noexcept;
 };

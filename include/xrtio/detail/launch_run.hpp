@@ -60,8 +60,9 @@ void launch_run(Op* op, std::error_code early_error) {
   // here: that read takes the usual path.
   //
   // A read declined beside others of its context (they go to the ring
-  // together) is gathered on this thread the same way without registering:
-  // the flush that reads it runs in the context, which registers the ones
+  // together) is gathered on this thread the same way without registering,
+  // if the flush that reads it is its context's (not another context's
+  // whose handler runs this one's poll()); that flush registers the ones
   // it hands to the loop (reactor::to_loop) and, destroyed unrun at the
   // context's shutdown, frees the rest (docs/PERFORMANCE.md, "Gathered
   // before registration"). Its cancellation slot is connected first: once

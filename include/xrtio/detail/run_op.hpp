@@ -41,7 +41,8 @@ class run_op_base;
 /// handler that issued the first of them (run_op::gather). Destroyed unrun
 /// (that executor's context shut down), it flushes all the same: the reads
 /// hold leases, and other contexts' runs may wait for them; the handlers of
-/// those whose context is gone are destroyed as any orphan's.
+/// those whose context is gone are destroyed as any orphan's (the reads of
+/// another context in it are registered: reactor::gather_early).
 class gathered_flush {
  public:
   using allocator_type = static_block_allocator<void>;
@@ -131,12 +132,14 @@ class run_op_base {
   std::uint64_t intake_pos = 0;      // the reactor's intake: its place when the ring was full
   run_op_base* batch_next = nullptr;  // completion batches
   std::shared_ptr<completion_registry> registry;
-  // A read done at once, unregistered (reactor::read_at_once): the registry
-  // whose at_once count holds it until its handler begins or is destroyed.
-  // Not owned: the function that completes the op was queued in that
+  // A read done at once or gathered, unregistered (reactor::read_at_once,
+  // gather_early): the registry whose at_once count holds it until its
+  // handler begins or is destroyed, or until it registers (to_loop). Not
+  // owned: the function that completes the op was queued in that
   // registry's context before its shutdown began (the registry was not
-  // shut down), and a context runs or destroys such functions during its
-  // shutdown, before it destroys any service.
+  // shut down), or the flush that holds a gathered one was (it joins only
+  // a flush of its own context), and a context runs or destroys such
+  // functions during its shutdown, before it destroys any service.
   completion_registry* at_once_registry = nullptr;
   std::uint32_t reg_slot = 0;          // its slot in the registry's table, while registered
   run_op_base* reg_next = nullptr;     // the registry's shutdown: its orphans
@@ -448,6 +451,7 @@ class run_op final : public Base {
     // every flush takes the list once, and each earlier one took it before
     // it was empty.
     if (!list->push(o)) return true;
+    list->owner = o->registry ? static_cast<const void*>(o->registry.get()) : o->at_once_registry;
     auto ex = asio::prefer(*o->work_, asio::execution::outstanding_work.untracked);
     gathered_flush flush(list);
     try {
