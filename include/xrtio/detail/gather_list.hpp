@@ -19,12 +19,13 @@ struct gather_list {
   std::atomic<run_op_base*> head{nullptr};
   /// The registry of the context whose executor the pending flush was
   /// deferred to (the first read's), set by the pushing thread when it
-  /// finds the list empty; read only by that thread. A thread running
-  /// handlers of two contexts (one's handler calling the other's poll())
-  /// can push one context's reads onto a flush of the other's: only a read
-  /// registered with its own context may join such a flush, since the
-  /// flush's context does not destroy it at its own context's shutdown
-  /// (reactor::gather_early).
+  /// finds the list empty; read only by that thread. A thread may run
+  /// handlers of two contexts (one's handler calling the other's poll(),
+  /// or one's run() returning, stopped, with the flush queued, and then
+  /// the other's): a read of the second context does not join the first
+  /// one's flush, which that context may hold while stopped, and which the
+  /// second one's shutdown does not see (run_op::gather,
+  /// reactor::gather_early). It goes to the loop instead.
   const void* owner = nullptr;
   /// Returns whether the list was empty (the caller then defers the flush).
   bool push(run_op_base* op) noexcept;

@@ -444,6 +444,14 @@ class run_op final : public Base {
     if (!here) return false;
     const auto& list = this_thread_gather_list();
     if (!list) return false;
+    // A list holds one context's reads: its flush is deferred to that
+    // context, which may be stopped (this thread then runs another
+    // context's handlers) and would hold another context's read, and its
+    // lease, until it runs again (a reviewer's case; gather_list::owner).
+    // Only this thread pushes, so a list seen empty stays empty, or
+    // becomes this context's, until the push.
+    const void* mine = o->registry ? static_cast<const void*>(o->registry.get()) : o->at_once_registry;
+    if (mine && list->head.load(std::memory_order_relaxed) != nullptr && list->owner != mine) return false;
     if (!push) return true;
     // Pushed onto a list that was not empty, the op belongs to the flush
     // deferred with the first, which may run on another thread of the
@@ -451,7 +459,7 @@ class run_op final : public Base {
     // every flush takes the list once, and each earlier one took it before
     // it was empty.
     if (!list->push(o)) return true;
-    list->owner = o->registry ? static_cast<const void*>(o->registry.get()) : o->at_once_registry;
+    list->owner = mine;
     auto ex = asio::prefer(*o->work_, asio::execution::outstanding_work.untracked);
     gathered_flush flush(list);
     try {
