@@ -700,34 +700,6 @@ TEST_CASE("gathered reads: one gathered before registration whose flush the io_c
   CHECK(s1.file_pieces - s0.file_pieces <= 2);
 }
 
-namespace {
-// As refusing_slot, noting the context's count of unregistered reads when
-// asked: 2 (the read beside it and this one) shows the read came through
-// the unregistered path, where the usual one would show 1.
-struct noting_refusing_slot {
-  const std::atomic<unsigned>* count;
-  unsigned* seen;
-  bool is_connected() const noexcept { return true; }
-  template <class H, class... A>
-  H& emplace(A&&...) {
-    *seen = count->load();
-    throw std::bad_alloc();
-  }
-  void clear() noexcept {}
-};
-struct noting_refused_handler {
-  std::shared_ptr<int> state;
-  bool* ran;
-  noting_refusing_slot slot;
-  using executor_type = asio::io_context::executor_type;
-  executor_type ex;
-  executor_type get_executor() const noexcept { return ex; }
-  using cancellation_slot_type = noting_refusing_slot;
-  noting_refusing_slot get_cancellation_slot() const noexcept { return slot; }
-  void operator()(std::error_code, std::size_t) { *ran = true; }
-};
-}  // namespace
-
 TEST_CASE("gathered reads: one to be gathered before registration whose cancellation slot cannot take its handler "
           "throws from the initiating call, counted nowhere, leasing nothing") {
   setup s;
@@ -749,11 +721,13 @@ TEST_CASE("gathered reads: one to be gathered before registration whose cancella
     seen = state;
     try {
       xrtio::async_read_file(s.file, 2 * stride, xrtio::out(s.buf.sub(len, 2 * len)),
-                             noting_refused_handler{std::move(state), &ran, {&reg->at_once, &counted_then}, io.get_executor()});
+                             slot_refused_handler{std::move(state), &ran, io.get_executor(), {&reg->at_once, &counted_then}});
     } catch (const std::bad_alloc&) {
       threw = true;
     }
-    CHECK(counted_then == 2);  // it came through the unregistered path
+    // 2 (the read beside it and this one) when asked for its slot: it came
+    // through the unregistered path, where the usual one would show 1.
+    CHECK(counted_then == 2);
     CHECK(seen.expired());               // the handler was destroyed
     CHECK(reg->at_once.load() == 1);     // only the read beside it
     // No lease left on its range.
