@@ -614,6 +614,22 @@ bool leases_let_go(setup& s, std::size_t bytes) {
   }
   return false;
 }
+
+// Reads 1..n into their places, each handler on io holding `token` and
+// counting itself in `ran` when it runs.
+void issue_holding(setup& s, asio::io_context& io, const std::shared_ptr<int>& token, std::atomic<int>& ran) {
+  for (int i = 1; i <= n; ++i)
+    xrtio::async_read_file(s.file, std::uint64_t(i) * stride, xrtio::out(s.buf.sub(len, std::size_t(i) * len)),
+                           asio::bind_executor(io, [&ran, token](std::error_code, std::size_t) { ++ran; }));
+}
+
+// The file's pages, written back, can be evicted one by one (no readahead).
+int evictable_fd(setup& s) {
+  int fd = s.file.native_handle();
+  REQUIRE(::fdatasync(fd) == 0);
+  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);
+  return fd;
+}
 }  // namespace
 
 TEST_CASE("gathered reads: one gathered before registration that the loop takes registers then: the io_context "
@@ -626,9 +642,7 @@ TEST_CASE("gathered reads: one gathered before registration that the loop takes 
   // that completion would be posted to a destroyed io_context).
   setup s;
   REQUIRE_GATHERING(s);
-  int fd = s.file.native_handle();
-  REQUIRE(::fdatasync(fd) == 0);
-  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);
+  int fd = evictable_fd(s);
   int windows = 0;  // attempts in which the loop still had reads when the io_context went
   for (int attempt = 0; attempt < 60 && windows < 3; ++attempt) {
     REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
@@ -638,9 +652,7 @@ TEST_CASE("gathered reads: one gathered before registration that the loop takes 
     {
       asio::io_context io;
       xrtio::async_read_file(s.file, 0, xrtio::out(s.buf.sub(len, 0)), asio::bind_executor(io, [&](std::error_code, std::size_t) {
-        for (int i = 1; i <= n; ++i)
-          xrtio::async_read_file(s.file, std::uint64_t(i) * stride, xrtio::out(s.buf.sub(len, std::size_t(i) * len)),
-                                 asio::bind_executor(io, [&ran, token](std::error_code, std::size_t) { ++ran; }));
+        issue_holding(s, io, token, ran);
         // After the flush (deferred first, from the first gathered read):
         // the flush hands the uncached reads to the loop, then io stops.
         asio::defer(io, [&] { io.stop(); });
@@ -669,10 +681,7 @@ TEST_CASE("gathered reads: one gathered before registration whose flush the io_c
   // going context, which destroys it: nothing of it outlives the context.
   setup s;
   REQUIRE_GATHERING(s);
-  int fd = s.file.native_handle();
-  REQUIRE(::fdatasync(fd) == 0);
-  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);
-  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+  REQUIRE(::posix_fadvise(evictable_fd(s), 0, 0, POSIX_FADV_DONTNEED) == 0);
   auto s0 = s.rt->stats();
   auto token = std::make_shared<int>(0);
   std::atomic<int> ran{0};
@@ -682,9 +691,7 @@ TEST_CASE("gathered reads: one gathered before registration whose flush the io_c
       // Queued before the flush, which waits in this thread's private queue
       // until this handler returns: io stops with the flush unrun.
       asio::post(io, [&] { io.stop(); });
-      for (int i = 1; i <= n; ++i)
-        xrtio::async_read_file(s.file, std::uint64_t(i) * stride, xrtio::out(s.buf.sub(len, std::size_t(i) * len)),
-                               asio::bind_executor(io, [&ran, token](std::error_code, std::size_t) { ++ran; }));
+      issue_holding(s, io, token, ran);
     }));
     run_on_new_thread(io);
   }

@@ -12,7 +12,6 @@
 
 #include "file/file_state.hpp"
 #include "reactor.hpp"
-#include "xrtio/detail/gather_list.hpp"
 
 namespace xrtio::detail {
 
@@ -226,26 +225,19 @@ at_once_outcome reactor::read_at_once(run_op_base* op, completion_registry& reg)
 // gathers it) or usual (uncounted, no lease).
 at_once_outcome reactor::gather_early(file_op_base* f, completion_registry& reg, bool counted) noexcept {
   auto back = [&] {
+    f->at_once_registry = nullptr;
     if (counted) reg.at_once.fetch_sub(1, std::memory_order_relaxed);
     return at_once_outcome::usual;
   };
   // As file_try_inline gathers: small reads, a reactor thread, and a
-  // handler whose executor runs on this thread. And only onto an empty
-  // list, or one whose flush was deferred to this read's context: a flush
-  // of another context (this thread ran its handler, which ran this
-  // context's poll()) would hold the read past this context's shutdown,
-  // which destroys only what is registered with it (gather_list::owner; a
-  // reviewer's test, "a read gathered onto another context's flush ...").
-  // Only this thread pushes onto its list, so a list seen empty here stays
-  // empty, or becomes ours, until the push.
+  // handler whose executor runs on this thread, whose list is empty or
+  // holds this context's reads (run_op::gather, asked without pushing; it
+  // knows the read's context by at_once_registry, set first).
+  f->at_once_registry = &reg;
   if (f->length > batch_read_limit || driven() || !f->vt().gather(f, false)) return back();
-  if (const auto& list = this_thread_gather_list();
-      list->head.load(std::memory_order_relaxed) != nullptr && list->owner != &reg)
-    return back();
   if (!counted) reg.at_once.fetch_add(1, std::memory_order_relaxed);
   counted = true;
   if (f->core.acquire(nullptr, nullptr) != acquire_status::acquired) return back();
-  f->at_once_registry = &reg;
   if (f->options.timeout.count() > 0) f->deadline = saturating_deadline(clock::now(), f->options.timeout);
   counters_.inline_declined.fetch_add(1, std::memory_order_relaxed);
   return at_once_outcome::gathered;
