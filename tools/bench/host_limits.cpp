@@ -338,8 +338,9 @@ wake_cost eventfd_wake(int samples) {
 // in run(); the chain ends when the handler runs. NaN, with the reason in
 // `why`, without io_uring (qemu-user, a seccomp filter) or if the ring
 // fails later: the relay then finishes its rounds with blocking reads, so
-// that the writer is never left waiting.
-wake_cost relay_post_sleeping(int samples, std::string& why) {
+// that the writer is never left waiting. `cpu` >= 0: all three threads run
+// on that CPU only.
+wake_cost relay_post_sleeping(int samples, std::string& why, int cpu = -1) {
   wake_chain c;
   if (!c.ok()) {
     why = "eventfd failed";
@@ -355,14 +356,16 @@ wake_cost relay_post_sleeping(int samples, std::string& why) {
   asio::io_context io(1);
   auto guard = asio::make_work_guard(io);
   std::thread io_thread, relay;
-  pid_t io_tid = start_and_get_tid(io_thread, [&io, &c] {
+  pid_t io_tid = start_and_get_tid(io_thread, [&io, &c, cpu] {
     set_thread_name("h:io");
+    pin_this_thread(cpu);
     double cpu0 = thread_cpu_us();
     io.run();
     add_cpu(c, cpu0);
   });
-  pid_t relay_tid = start_and_get_tid(relay, [&c, &ring, &io, &ring_error, rounds] {
+  pid_t relay_tid = start_and_get_tid(relay, [&c, &ring, &io, &ring_error, rounds, cpu] {
     set_thread_name("h:relay");
+    pin_this_thread(cpu);
     double cpu0 = thread_cpu_us();
     for (int i = 0; i < rounds; ++i) {
       if (!ring_error.load(std::memory_order_relaxed)) {
@@ -384,6 +387,7 @@ wake_cost relay_post_sleeping(int samples, std::string& why) {
   std::vector<double> us;
   std::thread signaler([&] {
     set_thread_name("h:dev");
+    pin_this_thread(cpu);
     us = c.rounds(samples, {relay_tid, io_tid});
   });
   signaler.join();
@@ -414,6 +418,11 @@ host_limits measure_host_limits(int samples) {
   auto two = relay_post_sleeping(h.chain_samples, h.relay_not_measured);
   h.relay_post_sleeping_p50_us = two.p50_us;
   h.relay_post_sleeping_cpu_us = two.cpu_us;
+  if (h.relay_not_measured.empty()) {
+    std::string why;
+    if (int cpu = pick_cpus(false).first; cpu >= 0)
+      h.relay_one_core_p50_us = relay_post_sleeping(h.chain_samples, why, cpu).p50_us;
+  }
   return h;
 }
 

@@ -36,6 +36,15 @@ struct host_limits {
   // (not a floor: a thread still spinning then skips its wake-up).
   double relay_post_sleeping_p50_us = NAN;
   std::string relay_not_measured;  // why the relay is NaN ("": measured)
+  // The same relay with its three threads (the writer's too) pinned to one
+  // CPU: each wake-up lands on the core that is running, none on an idle
+  // one. What the two hops cost when the reactor thread shares the io
+  // thread's core, which the scheduler does not do by itself: it wakes a
+  // thread on an idle core rather than on the waker's busy one, and on
+  // this project's VM an idle vCPU halts, so that wake-up costs several
+  // times the same-core one (docs/PERFORMANCE.md, "Two sleeping hops on one
+  // core"). NaN when the relay is not measured, or no CPU can be chosen.
+  double relay_one_core_p50_us = NAN;
   // CPU time of the woken threads (not the writer's) per round, on average:
   // what each chain costs the CPU besides the device's own thread.
   double eventfd_wake_cpu_us = NAN;

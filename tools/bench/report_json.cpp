@@ -28,11 +28,11 @@ void write_limits(FILE* f, const host_limits& h) {
                "  {\"limits\": {\"spin_pingpong_p50_us\": %s, \"eventfd_pingpong_p50_us\": %s, "
                "\"asio_post_sleeping_p50_us\": %s, \"eventfd_wake_p50_us\": %s, "
                "\"relay_post_sleeping_p50_us\": %s, \"eventfd_wake_cpu_us\": %s, "
-               "\"relay_post_sleeping_cpu_us\": %s}},\n",
+               "\"relay_post_sleeping_cpu_us\": %s, \"relay_one_core_p50_us\": %s}},\n",
                jnum(h.spin_pingpong_p50_us).c_str(), jnum(h.eventfd_pingpong_p50_us).c_str(),
                jnum(h.asio_post_sleeping_p50_us).c_str(), jnum(h.eventfd_wake_p50_us).c_str(),
                jnum(h.relay_post_sleeping_p50_us).c_str(), jnum(h.eventfd_wake_cpu_us).c_str(),
-               jnum(h.relay_post_sleeping_cpu_us).c_str());
+               jnum(h.relay_post_sleeping_cpu_us).c_str(), jnum(h.relay_one_core_p50_us).c_str());
 }
 
 }  // namespace

@@ -114,8 +114,11 @@ void print_host_limits(const host_limits& h) {
   std::printf("  relay_post_sleeping_p50_us %7s  two hops, as a completion reactor thread pays them: a thread asleep\n"
               "                                      in io_uring_enter on a poll of an eventfd wakes at its write, reads\n"
               "                                      it, posts into an io_context asleep in run(): write -> handler runs\n"
-              "                                      (the two threads' CPU: %s us per round, relay_post_sleeping_cpu_us)\n\n",
+              "                                      (the two threads' CPU: %s us per round, relay_post_sleeping_cpu_us)\n",
               fmt(h.relay_post_sleeping_p50_us, "%.2f").c_str(), fmt(h.relay_post_sleeping_cpu_us, "%.2f").c_str());
+  std::printf("  relay_one_core_p50_us     %8s  the same two hops with the three threads pinned to one CPU: no\n"
+              "                                      wake-up lands on an idle core\n\n",
+              fmt(h.relay_one_core_p50_us, "%.2f").c_str());
   if (!h.relay_not_measured.empty())
     std::printf("  relay_post_sleeping: not measured: %s\n\n", h.relay_not_measured.c_str());
   std::fflush(stdout);
