@@ -45,7 +45,10 @@ struct run_options {
   /// Allow buffers of other contexts on the same physical device. The caller
   /// vouches that each buffer's memory bank suits its argument: XRT 2.13 does
   /// not refuse a mismatch, it warns and runs on a local copy in the connected
-  /// bank, so the output may never reach the caller's buffer.
+  /// bank, so the output may never reach the caller's buffer. A buffer of
+  /// another backend is still refused (errc::foreign_context), as is, on
+  /// XRT, one of another device index; the simulator does not tell its
+  /// devices apart (all of their memory is the host's).
   bool cross_context = false;
   /// The runtime whose reactor completes the run (async_run); null = the
   /// context's (context::bind), else default_runtime().

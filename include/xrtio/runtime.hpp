@@ -147,9 +147,13 @@ struct runtime_options {
 enum class file_io_path : std::uint8_t { none, io_uring, thread_pool };
 
 struct runtime_stats {
+  // Every run ends in exactly one of completed, failed, timed_out,
+  // cancelled and retained. A run refused at submission (bad arguments, a
+  // lease conflict under conflict_policy::fail, a runtime shutting down)
+  // counts as failed and not as submitted.
   std::uint64_t submitted = 0;  ///< runs handed to the reactor
   std::uint64_t completed = 0;  ///< final state COMPLETED
-  std::uint64_t failed = 0;     ///< any other final state, or rejected at submission
+  std::uint64_t failed = 0;     ///< ERROR (or ABORT, by the runtime's shutdown), or refused at submission
   std::uint64_t timed_out = 0;  ///< deadline passed, aborted
   std::uint64_t cancelled = 0;  ///< cancellation slot: withdrawn or aborted
   std::uint64_t retained = 0;   ///< abort refused or too slow (invariant 5)
