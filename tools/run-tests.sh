@@ -30,12 +30,12 @@ else
   # CMake's own RelWithDebInfo flags.
   build_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
 fi
-# XRT is required here (XRTIO_WITH_XRT=ON): the XRT suites must fail the run
-# when XRT is missing, not vanish from it. XRTIO_WITH_XRT=AUTO or OFF opts out.
 # A shared library passes on only its public dependencies: a target that
 # uses a private one (liburing, XRT) itself must link it, which a static
 # build never shows (libxrtio.a carries them all). CI builds both.
 build_flags+=(-DBUILD_SHARED_LIBS="$([ -n "${XRTIO_SHARED:-}" ] && echo ON || echo OFF)")
+# XRT is required here (XRTIO_WITH_XRT=ON): the XRT suites must fail the run
+# when XRT is missing, not vanish from it. XRTIO_WITH_XRT=AUTO or OFF opts out.
 cmake -S . -B "$dir" -G Ninja "${build_flags[@]}" -DXRTIO_SANITIZE="${XRTIO_SANITIZE:-}" \
   -DXRTIO_WITH_XRT="${XRTIO_WITH_XRT:-ON}"
 cmake --build "$dir" -j"$(nproc)"

@@ -6,12 +6,12 @@ usage: check_limits_json.py FILE [--may-be-null a,b] -- COMMAND...
 The JSON array must hold one {"limits": {...}} entry with every limit the
 bench measures, each a positive finite number, and the relay (two sleeping
 hops) slower than a spinning round trip. A limit named in --may-be-null may
-be null (qemu-user has no io_uring); so may the relay's two when the bench
-printed why it could not measure them ("relay_post_sleeping: not measured:
-REASON", e.g. io_uring refused by a seccomp filter), and with them the relay
-on one core. Either is printed as
-NOT MEASURED. Also checks that the text report has the ratio lines against
-the two chains. Prints "check_limits_json: OK".
+be null (qemu-user has no io_uring); so may the relay's two, and the relay
+on one core, when the bench printed why it could not measure them
+("relay_post_sleeping: not measured: REASON", e.g. io_uring refused by a
+seccomp filter). Either is printed as NOT MEASURED. Also checks that the
+text report has the ratio lines against the two chains. Prints
+"check_limits_json: OK".
 """
 import json
 import math
