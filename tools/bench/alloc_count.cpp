@@ -60,11 +60,13 @@ void* operator new(std::size_t n) {
 }
 void* operator new[](std::size_t n) {
   g_allocs.fetch_add(1, std::memory_order_relaxed);
+  trace_alloc(n);
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
 void* operator new(std::size_t n, std::align_val_t a) {
   g_allocs.fetch_add(1, std::memory_order_relaxed);
+  trace_alloc(n);
   if (void* p = std::aligned_alloc(static_cast<std::size_t>(a), (n + static_cast<std::size_t>(a) - 1) &
                                                                      ~(static_cast<std::size_t>(a) - 1)))
     return p;
@@ -72,6 +74,7 @@ void* operator new(std::size_t n, std::align_val_t a) {
 }
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   g_allocs.fetch_add(1, std::memory_order_relaxed);
+  trace_alloc(n);
   return std::malloc(n ? n : 1);
 }
 void operator delete(void* p) noexcept { std::free(p); }

@@ -64,9 +64,11 @@ io_result measure_window(double warm_s, double window_s, std::size_t request_byt
   g_nlat.store(0);
   g_sampling.store(true);
   snapshot a = take();
+  trace_allocations(true);  // XRTIO_BENCH_ALLOC_TRACE: the window's allocations, with their stacks
   std::this_thread::sleep_for(std::chrono::duration<double>(window_s));
   while (g_done.load() - a.done < min_requests && clk::now() - a.t < 10s && g_failed.load() == 0)
     std::this_thread::sleep_for(1ms);
+  trace_allocations(false);
   snapshot b = take();
   stop_sampling();
   g_stop.store(true);
