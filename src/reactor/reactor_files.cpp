@@ -219,7 +219,8 @@ at_once_outcome reactor::read_at_once(run_op_base* op, completion_registry& reg)
 // comparison; a gathered read's flush runs in the handler's context (it
 // joins only a flush of that context), so the context is alive whenever
 // the read is posted from there, and a flush its shutdown destroys unrun
-// reads and posts (frees) its reads as it goes. The ones the flush hands to the loop register then (to_loop).
+// reads and posts (frees) its reads as it goes. The ones the flush hands
+// to the loop register then (to_loop).
 // A read that asks for a deadline takes it from here, as submit would
 // have. Returns gathered (the caller connects the cancellation slot, then
 // gathers it) or usual (uncounted, no lease).
