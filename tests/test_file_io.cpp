@@ -1282,9 +1282,10 @@ TEST_CASE("file io: a cached read alone is done on the caller's thread, but read
       CHECK(s1.file_inline_declined - s0.file_inline_declined == 0);
       CHECK(s1.file_pieces - s0.file_pieces == 0);
     };
-    // Before the loop has made its engine: the options say which it will be.
-    fan("no engine yet");
-    CHECK(f.rt.stats().file_path == xrtio::file_io_path::none);
+    // Whether or not the loop has made its engine yet (the first read done
+    // at once asks it to, reactor::file_prepare): the options say which it
+    // will be.
+    fan("engine perhaps not made yet");
     // A read through the loop (inline_read_limit 0) makes the pool.
     auto loop_file = xrtio::file::open(path, xrtio::file_mode::read, {.direct = false, .inline_read_limit = 0});
     outcome o;

@@ -70,6 +70,18 @@ class file_watch {
   // Called before blocking: arms the wait for `fd`, or with -1 (no ring piece
   // in flight) cancels it so that the io_context can run out of work. Returns
   // whether ring completions will end the block (false: poll for them).
+  // Takes `fd` into the io_context ahead of the first wait, which would
+  // otherwise make the io_context's epoll reactor and the descriptor's
+  // state (allocations) when the first ring piece is in flight: in a
+  // server's steady state, perhaps long after the start.
+  void prepare(int fd) noexcept {
+    if (fd < 0 || failed_) return;
+    try {
+      assign(fd);
+    } catch (...) {
+      failed_ = true;  // the io_context cannot watch it: the driver polls
+    }
+  }
   bool update(int fd) noexcept {
     if (fd < 0) {
       if (live()) {
@@ -81,8 +93,7 @@ class file_watch {
     }
     if (failed_) return false;
     try {
-      if (!sd_) sd_.emplace(io_);
-      if (!sd_->is_open()) sd_->assign(fd);
+      assign(fd);
       if (!live()) {
         // Empty the eventfd first. Asio starts each wait with an
         // EPOLL_CTL_MOD of the descriptor, which reports it anew while it is
@@ -115,6 +126,10 @@ class file_watch {
   }
 
  private:
+  void assign(int fd) {
+    if (!sd_) sd_.emplace(io_);
+    if (!sd_->is_open()) sd_->assign(fd);
+  }
   // A wait is pending that has neither fired nor been cancelled.
   bool live() const noexcept {
     return armed_ != 0 && !cancelled_ && fired_->load(std::memory_order_acquire) < armed_;
@@ -210,6 +225,7 @@ std::size_t run(asio::io_context& io, runtime& rt) {
   rx.attach_driver([](void* p) { asio::post(*static_cast<asio::io_context*>(p), [] {}); }, &io);
   driver_guard guard{rx};
   file_watch watch(io);  // destroyed before guard: released while attached
+  watch.prepare(rx.file_ring_fd());  // a ring made before this run()
   deadline_timer timer(io);
   const auto& opts = rx.options();
   std::size_t handlers = 0;
@@ -225,6 +241,7 @@ std::size_t run(asio::io_context& io, runtime& rt) {
     // sooner, which costs nothing but a sleep.
     auto now = clock::now();
     auto d = rx.drive(now);  // completions it posts to io run in the poll below
+    if (d.file_ring_made) watch.prepare(rx.file_ring_fd());
     if (d.busy && !hold) hold.emplace(io.get_executor());
     if (!d.busy) hold.reset();
     std::size_t ran = io.poll();

@@ -209,8 +209,7 @@ bool reactor::doze(clock::time_point now, const scan_result& found) noexcept {
   doze_low_.store(high / 2, std::memory_order_relaxed);
   dozing_.store(true, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (queued_handlers_.load(std::memory_order_seq_cst) < high / 2 || cancel_pending_.load() ||
-      retry_pending_.load() || stopping_.load() || file_ready_.load() || (file_engine_ && file_engine_->ready())) {
+  if (queued_handlers_.load(std::memory_order_seq_cst) < high / 2 || requested()) {
     dozing_.store(false, std::memory_order_relaxed);
     return true;  // pass again at once: something is to be done
   }
@@ -392,7 +391,16 @@ bool reactor::take_requests(clock::time_point now) noexcept {
     cancel_runs();
   if (retry_pending_.load(std::memory_order_relaxed) && retry_pending_.exchange(false, std::memory_order_acq_rel))
     retry_waiting();
+  if (file_prepare_.load(std::memory_order_relaxed) && file_prepare_.exchange(false, std::memory_order_acq_rel))
+    file_prepare();
   return any;
+}
+
+// Before the loop sleeps (or dozes): a request raised meanwhile, which
+// raise() stored before it looked whether the loop sleeps.
+bool reactor::requested() const noexcept {
+  return cancel_pending_.load() || retry_pending_.load() || stopping_.load() || file_ready_.load() ||
+         file_prepare_.load() || (file_engine_ && file_engine_->ready());
 }
 
 // Fallback for backends whose state() does not advance by itself
@@ -475,8 +483,9 @@ void reactor::try_regime(clock::time_point now) noexcept {
 
 reactor::drive_result reactor::drive(clock::time_point now) noexcept {
   auto r = pass(now);
+  bool ring_made = std::exchange(file_ring_made_, false);
   return {r.activity, !device_.empty() || !waiting_.empty() || !files_.empty(), !device_.empty(),
-          r.found.next_deadline};
+          r.found.next_deadline, ring_made};
 }
 
 // The loop's side of the handshake with wake(): sleeping_ is visible
@@ -499,8 +508,7 @@ bool reactor::block_begin() noexcept {
   // a stale post still queued only ends the next sleep early.
   wake_pending_.store(false, std::memory_order_relaxed);
   announce_sleep();
-  if (!incoming_.empty() || cancel_pending_.load() || retry_pending_.load() || stopping_.load() ||
-      file_ready_.load() || (file_engine_ && file_engine_->ready())) {
+  if (!incoming_.empty() || requested()) {
     sleeping_.store(false, std::memory_order_relaxed);
     return false;
   }
@@ -509,7 +517,11 @@ bool reactor::block_begin() noexcept {
 }
 
 int reactor::file_watch_fd() const noexcept {
-  return pieces_live_ > 0 && file_engine_ && file_engine_->uses_io_uring() ? waiter_.wake_fd() : -1;
+  return pieces_live_ > 0 ? file_ring_fd() : -1;
+}
+
+int reactor::file_ring_fd() const noexcept {
+  return file_engine_ && file_engine_->uses_io_uring() ? waiter_.wake_fd() : -1;
 }
 
 void reactor::block_end() noexcept {
@@ -643,8 +655,7 @@ void reactor::sleep(clock::time_point until, std::span<backend::native_device* c
   // Announce the sleep, then look again: a submitter either sees
   // sleeping_ and notifies, or we see its work here.
   announce_sleep();
-  if (!incoming_.empty() || cancel_pending_.load() || retry_pending_.load() || stopping_.load() ||
-      file_ready_.load() || (file_engine_ && file_engine_->ready())) {
+  if (!incoming_.empty() || requested()) {
     sleeping_.store(false, std::memory_order_relaxed);
     return;
   }

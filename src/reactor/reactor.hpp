@@ -78,6 +78,10 @@ class reactor final : public access_listener {
     bool busy = false;      // runs waiting for leases or on the device
     bool polled = false;    // runs on the device: only polling sees them end
     clock::time_point next_deadline = clock::time_point::max();
+    // The pass made the file engine, and it is a ring: the driver sets up
+    // its watch of file_watch_fd()'s descriptor now, ahead of the first ring
+    // piece (file_watch::prepare), so that piece allocates nothing.
+    bool file_ring_made = false;
   };
   /// One pass at `now`, without resting (the driver rests by running handlers).
   drive_result drive(clock::time_point now) noexcept;
@@ -89,6 +93,9 @@ class reactor final : public access_listener {
   /// completion ends the block (the wake eventfd the ring writes), or -1
   /// when no ring piece is in flight.
   int file_watch_fd() const noexcept;
+  /// That descriptor whether or not pieces are in flight, once the file
+  /// engine is a ring; -1 before it is made, or on the thread pool.
+  int file_ring_fd() const noexcept;
   /// Installs (or, with null, removes) the driver's waker. Fails with
   /// errc::busy when another driver is attached.
   void attach_driver(void (*waker)(void*), void* ctx);
@@ -143,6 +150,7 @@ class reactor final : public access_listener {
   void wake_driver() noexcept;
   void run() noexcept;
   bool take_requests(clock::time_point now) noexcept;
+  bool requested() const noexcept;
   void intake() noexcept;
   void rest(clock::time_point now, const scan_result& found, pacing& pace) noexcept;
   void publish_short_runs() noexcept;
@@ -200,6 +208,7 @@ class reactor final : public access_listener {
   at_once_outcome gather_early(file_op_base* f, completion_registry& reg, bool counted) noexcept;
   void file_intake(run_op_base* op) noexcept;
   bool file_engine_ready() noexcept;
+  void file_prepare() noexcept;
   // Whether the file engine is, or once made will be, the io_uring ring. Any thread.
   bool file_engine_is_ring() const noexcept;
   void file_register(file_op_base* f) noexcept;
@@ -325,6 +334,13 @@ class reactor final : public access_listener {
   bool file_engine_kept_ = false;  // retained transfers: the engine and pieces outlive the reactor
   std::atomic<bool> file_ready_{false};
   std::atomic<std::uint8_t> file_path_{0};
+  // The loop's engine and its first pieces are made ahead of the first
+  // transfer that needs them: asked for (file_prepare_, raised once) by the
+  // first read finished on a caller's thread, and set (file_prepared_) by
+  // the loop once done, or once it gave up (file_done_on_caller, file_prepare).
+  std::atomic<bool> file_prepare_{false};
+  std::atomic<bool> file_prepared_{false};
+  bool file_ring_made_ = false;  // the loop's: reported once by drive()
   // Last: destroyed first, so that pool workers (which call wake()) are
   // joined while the rest of the reactor exists.
   std::unique_ptr<file_engine> file_engine_;

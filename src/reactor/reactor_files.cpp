@@ -299,6 +299,14 @@ bool reactor::file_done_on_caller(file_op_base* f, std::size_t got, reactor_coun
   bytes.fetch_add(got, std::memory_order_relaxed);
   f->core.release();  // invariant 2: the copy is done, nothing else writes the range
   f->ph = run_op_base::phase::finished;
+  // The first read finished here asks the loop to make its engine now
+  // (file_prepare), not when a later read the page cache does not hold
+  // reaches it: that read would then wait for the ring's set-up, and its
+  // allocations would fall in the steady state (seen in the bench, the
+  // engine made in a measured window at rand4k QD 1). A load per read;
+  // raise() once per runtime, or a few times if reads race to it.
+  if (!file_prepared_.load(std::memory_order_relaxed) && !file_prepare_.load(std::memory_order_relaxed))
+    raise(file_prepare_);
   return true;
 }
 
@@ -322,6 +330,18 @@ void reactor::give_piece(file_piece* p) noexcept {
   free_pieces_ = p;
 }
 
+// The loop's side of file_prepare_: the engine, and a block of pieces for
+// its first transfers. Not while shutting down (nothing more will start).
+void reactor::file_prepare() noexcept {
+  if (!shutting_down_ && file_engine_ready() && !free_pieces_) {
+    try {
+      give_piece(take_piece());
+    } catch (...) {
+    }
+  }
+  file_prepared_.store(true, std::memory_order_relaxed);
+}
+
 bool reactor::file_engine_ready() noexcept {
   if (file_engine_) return true;
   try {
@@ -334,6 +354,7 @@ bool reactor::file_engine_ready() noexcept {
   file_path_.store(static_cast<std::uint8_t>(file_engine_->uses_io_uring() ? file_io_path::io_uring
                                                                             : file_io_path::thread_pool),
                    std::memory_order_relaxed);
+  file_ring_made_ = file_engine_->uses_io_uring();
   return true;
 }
 
@@ -371,25 +392,12 @@ void reactor::file_intake(run_op_base* op) noexcept {
   file_pump(f);
 }
 
-namespace {
-// The memory's registrations, made by the first ring that wants them (two
-// runtimes' loops may race: one allocation wins).
-ring_registrations* rings_of(buffer_state& b) noexcept {
-  ring_registrations* r = b.rings.load(std::memory_order_acquire);
-  if (r) return r;
-  auto* made = new (std::nothrow) ring_registrations;
-  if (!made) return nullptr;
-  if (b.rings.compare_exchange_strong(r, made, std::memory_order_acq_rel)) return made;
-  delete made;
-  return r;
-}
-}  // namespace
-
 // The transfer's file slot and fixed buffer on the ring, registering either
 // on its first transfer on this ring (the table's lock and one system call
 // each, once); afterwards a compare per transfer. The buffer's memory is
 // registered whole (its root allocation), lazily: most buffers never see a
 // file, pinning is charged to RLIMIT_MEMLOCK, and only the loop knows its ring.
+// What it remembers of that (buffer_state::rings) was made with the buffer.
 void reactor::file_register(file_op_base* f) noexcept {
   using ev_t = ring_registrations::event;
   auto count = [this](ev_t ev, reactor_counters::counter& registered) {
@@ -402,7 +410,7 @@ void reactor::file_register(file_op_base* f) noexcept {
   count(ev, counters_.files_registered);
   buffer_state* owner = f->memory_owner;
   if (!owner || !owner->native || !owner->native->pinnable_host_memory()) return;
-  ring_registrations* regs = rings_of(*owner);
+  ring_registrations* regs = owner->rings.load(std::memory_order_acquire);
   if (!regs) return;
   std::size_t size = owner->native->size();
   std::byte* base = nullptr;

@@ -14,12 +14,14 @@ ring_registrations::~ring_registrations() { release(); }
 
 void ring_registrations::release() noexcept {
   std::lock_guard lock(mutex_);
-  for (auto& e : entries_) {
-    if (e.slot < 0) continue;
+  auto drop = [this](entry& e) {
+    if (e.slot < 0) return;
     // A dead table's ring has exited (or is exiting) and dropped everything.
     if (auto t = e.table.lock()) t->remove(e.slot, id_);
     e.slot = -1;
-  }
+  };
+  drop(first_);
+  for (auto& e : entries_) drop(e);
 }
 
 }  // namespace xrtio::detail

@@ -49,27 +49,32 @@ class ring_registrations {
   template <class F>
   int slot_slow(const std::shared_ptr<ring_table>& t, F&& add, event& ev) {
     std::lock_guard lock(mutex_);
+    if (first_.table_id == t->id()) return first_.slot;
     for (const auto& e : entries_)
       if (e.table_id == t->id()) return e.slot;
     int slot = add();
     ev = slot >= 0 ? event::registered : event::refused;
+    if (first_.table_id == 0) {
+      // The first table met (one runtime: the only one) is remembered in
+      // place: a file's or a buffer's first transfer through the ring
+      // allocates nothing here.
+      first_ = entry{t, t->id(), slot};
+      cached_slot_ = slot;
+      cached_table_.store(t->id(), std::memory_order_release);
+      return slot;
+    }
     try {
       entries_.push_back(entry{t, t->id(), slot});
     } catch (...) {
       if (slot >= 0) t->remove(slot, id_);
       return -1;  // not remembered: asked again next time
     }
-    if (cached_table_.load(std::memory_order_relaxed) == 0) {
-      cached_slot_ = slot;
-      cached_table_.store(t->id(), std::memory_order_release);
-    }
     return slot;
   }
-
   struct entry {
     std::weak_ptr<ring_table> table;
-    std::uint64_t table_id;
-    int slot;  // -1: refused there
+    std::uint64_t table_id = 0;  // 0: no table (first_ unused)
+    int slot = -1;               // -1: refused there
   };
 
   const std::uint64_t id_;
@@ -78,7 +83,8 @@ class ring_registrations {
   std::atomic<std::uint64_t> cached_table_{0};
   int cached_slot_ = -1;
   std::mutex mutex_;
-  std::vector<entry> entries_;
+  entry first_;                 // the first table met, in place
+  std::vector<entry> entries_;  // the others (several runtimes)
 };
 
 }  // namespace xrtio::detail

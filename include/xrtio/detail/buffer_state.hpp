@@ -28,8 +28,9 @@ struct buffer_state {
   std::size_t offset = 0;  // absolute, within the root allocation
   std::size_t size = 0;
   bool imported = false;
-  // Roots: the memory's fixed-buffer slots in io_uring rings (file
-  // transfers), made by the first ring that registers it. ~buffer_state
+  // Roots whose memory a ring may pin: the memory's fixed-buffer slots in
+  // io_uring rings (file transfers), made with the buffer so that its first
+  // transfer through a ring allocates nothing; null otherwise. ~buffer_state
   // empties them before the native buffer, and so the memory, goes.
   std::atomic<ring_registrations*> rings{nullptr};
 
