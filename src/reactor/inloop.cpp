@@ -41,11 +41,15 @@ struct driver_guard {
 // descriptor is registered once per run() call; arming a wait is a queue
 // push in Asio, not a system call. Only the driver thread touches it.
 //
-// The descriptor object is made on the first ring piece, not before: making
-// it starts the io_context's epoll reactor, whose task then runs in every
+// The descriptor object is made on the first ring piece, not before, unless
+// the io_context already has its epoll reactor (a server's sockets or
+// timers): making it starts that reactor, whose task then runs in every
 // io.poll() of the driver, one epoll_wait(0) system call per pass: 16 % of
 // the driver's samples at one run in flight on the XRT no-op device
-// (docs/PERFORMANCE.md, "In-loop mode").
+// (docs/PERFORMANCE.md, "In-loop mode"). Where the reactor exists it is made
+// as soon as the ring is (prepare), so that the first ring piece, perhaps
+// in a server's steady state, allocates nothing (docs/DESIGN.md, "File
+// I/O", "The engine").
 class file_watch {
   // The wait's completion: records its generation. Its memory comes from a
   // static pool: the wait is started outside any handler, where Asio's
@@ -71,9 +75,9 @@ class file_watch {
   // in flight) cancels it so that the io_context can run out of work. Returns
   // whether ring completions will end the block (false: poll for them).
   // Takes `fd` into the io_context ahead of the first wait, which would
-  // otherwise make the io_context's epoll reactor and the descriptor's
-  // state (allocations) when the first ring piece is in flight: in a
-  // server's steady state, perhaps long after the start.
+  // otherwise make the descriptor's state (an allocation) when the first
+  // ring piece is in flight. Only where the io_context has its epoll
+  // reactor already (above).
   void prepare(int fd) noexcept {
     if (fd < 0 || failed_) return;
     try {
@@ -222,11 +226,23 @@ std::size_t run(asio::io_context& io, runtime& rt) {
   if (!rx.driven())
     throw error(errc::not_supported, "xrtio::run: this runtime has its own reactor thread "
                                      "(make it with runtime_options::reactor_thread = false)");
-  rx.attach_driver([](void* p) { asio::post(*static_cast<asio::io_context*>(p), [] {}); }, &io);
+  // The waker runs on other threads (submitters, pool workers, device
+  // callbacks) while the driver blocks: there Asio has no recycled memory,
+  // and a plain post took a heap block per wake-up (a pool read's every
+  // completion). Its no-op function takes a block of the static pool.
+  rx.attach_driver(
+      [](void* p) {
+        auto& ctx = *static_cast<asio::io_context*>(p);
+        asio::execution::execute(asio::prefer(asio::require(ctx.get_executor(), asio::execution::blocking.never),
+                                              asio::execution::allocator(detail::static_block_allocator<void>())),
+                                 [] {});
+      },
+      &io);
   driver_guard guard{rx};
   file_watch watch(io);  // destroyed before guard: released while attached
-  watch.prepare(rx.file_ring_fd());  // a ring made before this run()
   deadline_timer timer(io);
+  // timer.needed(): the io_context has its epoll reactor (file_watch).
+  if (timer.needed()) watch.prepare(rx.file_ring_fd());  // a ring made before this run()
   const auto& opts = rx.options();
   std::size_t handlers = 0;
   // While rt has runs in flight the io_context must not run out of work
@@ -241,7 +257,7 @@ std::size_t run(asio::io_context& io, runtime& rt) {
     // sooner, which costs nothing but a sleep.
     auto now = clock::now();
     auto d = rx.drive(now);  // completions it posts to io run in the poll below
-    if (d.file_ring_made) watch.prepare(rx.file_ring_fd());
+    if (d.file_ring_made && timer.needed()) watch.prepare(rx.file_ring_fd());
     if (d.busy && !hold) hold.emplace(io.get_executor());
     if (!d.busy) hold.reset();
     std::size_t ran = io.poll();

@@ -101,7 +101,8 @@ bool reactor::file_try_inline(run_op_base* op) noexcept {
   // before (docs/PERFORMANCE.md, "File I/O"). Only on the ring: the thread
   // pool does one pread per piece whatever arrives together, so a declined
   // read would pay the two thread hops and share nothing. The engine is made
-  // at the first transfer the loop takes in; until then file_path_ is none
+  // at the first transfer the loop takes in, or once the first read done
+  // on a caller's thread asks for it (file_prepare); until then file_path_ is none
   // and the engine the options ask for is the one assumed (io_uring may
   // still be refused and the pool made: one burst declined for nothing).
   //
@@ -313,11 +314,14 @@ bool reactor::file_done_on_caller(file_op_base* f, std::size_t got, reactor_coun
 file_piece* reactor::take_piece() {
   if (!free_pieces_) {
     auto block = std::make_unique<file_piece[]>(piece_block);
-    for (unsigned i = 0; i < piece_block; ++i) {
-      block[i].next = free_pieces_;
-      free_pieces_ = &block[i];
-    }
+    // Kept before its pieces are linked: a push_back that throws then
+    // frees a block nothing points into.
     piece_blocks_.push_back(std::move(block));
+    auto& kept = piece_blocks_.back();
+    for (unsigned i = 0; i < piece_block; ++i) {
+      kept[i].next = free_pieces_;
+      free_pieces_ = &kept[i];
+    }
   }
   file_piece* p = free_pieces_;
   free_pieces_ = p->next;
