@@ -554,6 +554,70 @@ TEST_CASE("file io: after a read done at once the loop sets up its engine, so th
   ::close(fd);
 }
 
+TEST_CASE("file io: a block of pieces whose record cannot be kept (allocation failure) leaves no piece in freed "
+          "memory: the transfer waits for pieces and completes") {
+  // The loop's pieces come from blocks of 64 (piece_block); the 65th piece
+  // in flight needs a second block, whose record (piece_blocks_.push_back)
+  // allocates. Before, the block's pieces were linked into the free list
+  // first: when the record's allocation failed the block was freed with
+  // the free list pointing into it (a use after free, which ASan reports).
+  // In-loop: the loop is this thread, where the failure can be injected.
+  constexpr int n = 65;
+  xrtio::runtime rt(xrtio::runtime_options{.reactor_thread = false});
+  auto ctx = xrtio::sim::open();
+  ctx.bind(rt);
+  std::vector<xrtio::file> files;
+  std::vector<int> writers;
+  for (int i = 0; i < n; ++i) {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    files.push_back(xrtio::file::adopt(fds[0], {.chunk_size = 4096, .queue_depth = 1}));
+    writers.push_back(fds[1]);
+  }
+  auto buf = ctx.alloc(std::size_t(n) * 4096);
+  asio::io_context io;
+  int done = 0, ok = 0;
+  bool failure_taken = false;
+  auto read = [&](int i) {
+    xrtio::async_read_file(files[std::size_t(i)], 0, xrtio::out(buf.sub(4096, std::size_t(i) * 4096)),
+                           asio::bind_executor(io, [&, i](std::error_code ec, std::size_t got) {
+                             ++done;
+                             if (!ec && got == 4096 &&
+                                 buf.map()[std::size_t(i) * 4096 + 4095] == std::byte(i))
+                               ++ok;
+                           }));
+  };
+  asio::steady_timer later(io), then(io);
+  asio::post(io, [&] {
+    for (int i = 0; i + 1 < n; ++i) read(i);  // 64 pieces: the first block
+    // Once the loop has taken them in (passes run between handlers):
+    later.expires_after(std::chrono::milliseconds(20));
+    later.async_wait([&](std::error_code) {
+      CHECK(rt.stats().file_pieces == std::uint64_t(n - 1));
+      read(n - 1);
+      // Then the pipes get their data, in a later iteration of the driver.
+      then.expires_after(std::chrono::milliseconds(20));
+      then.async_wait([&](std::error_code) {
+        failure_taken = t_fail_in == 0;
+        t_fail_in = 0;
+        for (int i = 0; i < n; ++i) {
+          std::vector<char> data(4096, char(i));
+          REQUIRE(::write(writers[std::size_t(i)], data.data(), data.size()) == 4096);
+        }
+      });
+      // The next allocation on this thread: in the driver's next pass, which
+      // takes the read in, the second block's record.
+      t_fail_in = 1;
+    });
+  });
+  xrtio::run(io, rt);
+  for (int w : writers) ::close(w);
+  CHECK(failure_taken);
+  CHECK(done == n);
+  CHECK(ok == n);
+  CHECK(rt.stats().file_pieces == std::uint64_t(n));
+}
+
 TEST_CASE("async_run: an allocation failing while a run registers with a new context frees the run and its handler") {
   // A run's first use of an execution context allocates there: the context's
   // completion service and registry, the registry's table. Each allocation
