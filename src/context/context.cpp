@@ -41,7 +41,8 @@ buffer context::wrap(std::unique_ptr<backend::native_buffer> native, std::size_t
   // Made now, not by the buffer's first transfer through a ring: that one
   // may come in a server's steady state, which allocates nothing
   // (docs/DESIGN.md, "File I/O", "Registered files and fixed buffers").
-  if (s->native && s->native->pinnable_host_memory()) s->rings.store(new detail::ring_registrations, std::memory_order_release);
+  if (s->native && s->native->pinnable_host_memory())
+    s->rings.store(new detail::ring_registrations, std::memory_order_release);
   return buffer(std::move(s));
 }
 

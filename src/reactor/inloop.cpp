@@ -71,9 +71,6 @@ class file_watch {
  public:
   explicit file_watch(asio::io_context& io) : io_(io) {}
   ~file_watch() { close(); }
-  // Called before blocking: arms the wait for `fd`, or with -1 (no ring piece
-  // in flight) cancels it so that the io_context can run out of work. Returns
-  // whether ring completions will end the block (false: poll for them).
   // Takes `fd` into the io_context ahead of the first wait, which would
   // otherwise make the descriptor's state (an allocation) when the first
   // ring piece is in flight. Only where the io_context has its epoll
@@ -86,6 +83,9 @@ class file_watch {
       failed_ = true;  // the io_context cannot watch it: the driver polls
     }
   }
+  // Called before blocking: arms the wait for `fd`, or with -1 (no ring piece
+  // in flight) cancels it so that the io_context can run out of work. Returns
+  // whether ring completions will end the block (false: poll for them).
   bool update(int fd) noexcept {
     if (fd < 0) {
       if (live()) {

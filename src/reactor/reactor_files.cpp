@@ -304,7 +304,7 @@ bool reactor::file_done_on_caller(file_op_base* f, std::size_t got, reactor_coun
   // (file_prepare), not when a later read the page cache does not hold
   // reaches it: that read would then wait for the ring's set-up, and its
   // allocations would fall in the steady state (seen in the bench, the
-  // engine made in a measured window at rand4k QD 1). A load per read;
+  // engine made in a measured window at rand4k QD 1). Two loads per read;
   // raise() once per runtime, or a few times if reads race to it.
   if (!file_prepared_.load(std::memory_order_relaxed) && !file_prepare_.load(std::memory_order_relaxed))
     raise(file_prepare_);
