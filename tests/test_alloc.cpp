@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <asio.hpp>
+#include <asio/bind_allocator.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <new>
 #include <optional>
@@ -142,6 +144,107 @@ TEST_CASE("reactor: use_awaitable runs allocate nothing in steady state (all thr
   MESSAGE("heap allocations (operator new, any thread) during 10 000 runs: " << allocations);
   CHECK(done == 11000);
   CHECK(allocations == 0);
+}
+
+namespace {
+// A user's handler allocator for a thread that runs no io_context: a few
+// fixed blocks, taken and given back with one atomic operation. Asio's
+// default (recycling) allocator has no cache on such a thread.
+struct block_arena {
+  static constexpr std::size_t block = 4096, count = 8;
+  alignas(64) std::byte mem[count][block];
+  std::atomic<unsigned> used{0};
+  void* take(std::size_t n) {
+    REQUIRE(n <= block);
+    unsigned u = used.load();
+    for (;;) {
+      unsigned i = unsigned(std::countr_one(u));
+      REQUIRE(i < count);
+      if (used.compare_exchange_weak(u, u | (1u << i))) return mem[i];
+    }
+  }
+  void give(void* p) { used.fetch_and(~(1u << unsigned((static_cast<std::byte*>(p) - &mem[0][0]) / block))); }
+};
+template <class T>
+struct arena_allocator {
+  using value_type = T;
+  block_arena* arena;
+  explicit arena_allocator(block_arena* a) noexcept : arena(a) {}
+  template <class U>
+  arena_allocator(const arena_allocator<U>& o) noexcept : arena(o.arena) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(arena->take(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t) noexcept { arena->give(p); }
+  template <class U>
+  bool operator==(const arena_allocator<U>& o) const noexcept { return arena == o.arena; }
+};
+}  // namespace
+
+TEST_CASE("in-loop: runs allocate nothing in steady state, started on the driver's thread or from another thread "
+          "that wakes the blocked driver") {
+  // From another thread, each run's submission finds the driver blocked
+  // (nothing in flight) and wakes it through its waker, a post to its
+  // io_context from that thread, where Asio has no recycled memory: one
+  // heap block per run until the waker's function took the static pool.
+  // That thread's runs bring their own allocator (block_arena), as a
+  // program that cares must on a thread without an io_context.
+  xrtio::runtime rt(xrtio::runtime_options{.reactor_thread = false});
+  auto ctx = xrtio::sim::open();
+  ctx.bind(rt);
+  auto k = ctx.kernel("noop");
+  asio::io_context io;
+  constexpr int warm = 500, runs = 3000;
+  std::uint64_t on_driver = ~0ull, from_other = ~0ull;
+  int done = 0;
+  std::atomic<bool> go{false};
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < warm; ++i)
+          if ((co_await xrtio::async_run(k, asio::use_awaitable)).ok()) ++done;
+        auto before = g_news.load();
+        for (int i = 0; i < runs; ++i)
+          if ((co_await xrtio::async_run(k, asio::use_awaitable)).ok()) ++done;
+        on_driver = g_news.load() - before;
+        go = true;  // then the other thread's, one at a time
+      },
+      rtest::rethrow);
+  std::atomic<int> finished{0};
+  block_arena arena;
+  std::uint64_t wakeups0 = 0;
+  std::thread other([&] {
+    while (!go.load()) std::this_thread::yield();
+    std::uint64_t before = 0;
+    for (int i = 0; i < warm + runs; ++i) {
+      if (i == warm) {
+        before = g_news.load();
+        wakeups0 = rt.stats().wakeups;
+      }
+      xrtio::async_run(k, asio::bind_allocator(arena_allocator<void>(&arena),
+                                               asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result r) {
+                                                 if (!ec && r.ok()) finished.fetch_add(1);
+                                               })));
+      while (finished.load() <= i) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::microseconds(20));  // the driver blocks meanwhile
+    }
+    from_other = g_news.load() - before;
+  });
+  // Keeps the loop alive for the other thread's runs once the coroutine ends.
+  auto guard = asio::make_work_guard(io);
+  std::thread stopper([&] {
+    while (finished.load() < warm + runs) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    guard.reset();
+  });
+  xrtio::run(io, rt);
+  other.join();
+  stopper.join();
+  auto wakeups = rt.stats().wakeups - wakeups0;
+  MESSAGE("in-loop: " << on_driver << " heap allocations in " << runs << " runs on the driver's thread, " << from_other
+                      << " in " << runs << " from another thread (" << wakeups << " wake-ups of the driver)");
+  CHECK(done == warm + runs);
+  CHECK(finished.load() == warm + runs);
+  CHECK(on_driver == 0);
+  CHECK(from_other == 0);
+  CHECK(wakeups >= std::uint64_t(runs) / 2);  // the other thread's runs woke the blocked driver
 }
 
 TEST_CASE("reactor: runs with buffer and scalar arguments allocate nothing in steady state") {
