@@ -34,8 +34,8 @@ enum class errc {
   busy,                    ///< a prepared run executed while its previous execution is in flight
   shut_down,               ///< the runtime is shutting down or gone
   not_supported,           ///< the backend or platform cannot do this
-  misaligned,              ///< memory not aligned as the device requires (imported user memory)
-  invalid_option,          ///< a run or runtime option out of its range (a negative duration)
+  misaligned,              ///< memory not aligned as required (imported user memory; O_DIRECT under misaligned_policy::fail)
+  invalid_option,          ///< a run, runtime, file or transfer option out of its range (a negative duration)
 };
 
 const std::error_category& error_category() noexcept;

@@ -47,8 +47,9 @@ struct file_options {
   /// Try O_DIRECT; where the file system refuses it, the file is buffered
   /// and direct_fallback_reason() says why.
   bool direct = true;
-  /// Transfers are split into pieces of at most this many bytes (rounded
-  /// down to direct_alignment, at least one alignment unit).
+  /// Transfers are split into pieces of at most this many bytes (on an
+  /// O_DIRECT file rounded down to direct_alignment, at least one alignment
+  /// unit; on a buffered file used as given, down to 1 byte).
   std::size_t chunk_size = std::size_t(1) << 20;
   /// Pieces of one transfer in flight at once (1..64).
   unsigned queue_depth = 8;

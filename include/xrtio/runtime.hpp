@@ -177,8 +177,8 @@ struct runtime_stats {
   // File transfers (xrtio/file.hpp). They also count in submitted,
   // completed, failed, timed_out, cancelled, retained and in_flight above.
   file_io_path file_path = file_io_path::none;  ///< where they are performed
-  std::uint64_t file_reads = 0;          ///< read transfers finished (any outcome)
-  std::uint64_t file_writes = 0;         ///< write transfers finished (any outcome)
+  std::uint64_t file_reads = 0;          ///< read transfers finished (any outcome; refused at submission: in failed only)
+  std::uint64_t file_writes = 0;         ///< write transfers finished (any outcome; refused at submission: in failed only)
   std::uint64_t file_bytes_read = 0;     ///< bytes read by successful transfers
   std::uint64_t file_bytes_written = 0;  ///< bytes written by successful transfers
   std::uint64_t file_pieces = 0;         ///< requests handed to the ring or the pool
