@@ -57,6 +57,46 @@ TEST_CASE("inloop: a coroutine's runs complete on the driving thread with real r
   CHECK(f.rt.stats().completed == 100);
 }
 
+TEST_CASE("inloop: a handler chain that never lets the io_context's queue empty does not hold back the runs' "
+          "completions") {
+  // A coroutine that yields with co_await asio::post in a loop keeps the
+  // queue non-empty: io.poll() ran it for as long as the loop lasted, and
+  // the driver took no pass meanwhile, so a run started beside it completed
+  // only after the loop ended (500 ms later in a probe). The driver now runs
+  // at most a bounded number of handlers between passes.
+  fixture f({}, inloop_options());
+  asio::io_context io;
+  using clock = std::chrono::steady_clock;
+  bool run_done = false, yield_gave_up = false;
+  long yields = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto r = co_await xrtio::async_run(f.ctx.kernel("noop"), asio::use_awaitable);
+        CHECK(r.ok());
+        run_done = true;
+      },
+      rtest::rethrow);
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto until = clock::now() + 10s;
+        while (!run_done) {
+          if (clock::now() > until) {
+            yield_gave_up = true;
+            break;
+          }
+          co_await asio::post(io, asio::use_awaitable);
+          ++yields;
+        }
+      },
+      rtest::rethrow);
+  xrtio::run(io, f.rt);
+  MESSAGE(yields << " yields before the run's completion");
+  CHECK(run_done);
+  CHECK(!yield_gave_up);
+}
+
 TEST_CASE("inloop: the driver does not start the io_context's own reactor for runs (no epoll_wait per pass)") {
   // Asio starts an io_context's epoll reactor with its first I/O object;
   // from then on every io.poll() of the driver runs it, one epoll_wait(0)
