@@ -26,9 +26,12 @@ using clock = std::chrono::steady_clock;
 using detail::reactor;
 
 // Handlers run between two passes of the driver at most. poll_one() per
-// handler costs a little more than one poll() for all (each call sets up
-// Asio's thread state); at 256, in-loop throughput at 4096 runs in flight
-// was level with poll()'s (docs/PERFORMANCE.md, "In-loop: a bounded poll").
+// handler costs a little more than one poll() for all: each call sets up
+// Asio's thread state, and the handler memory Asio recycles lives for one
+// call, so what one handler frees a later one no longer reuses (docs/
+// DESIGN.md, "In-loop mode", item 3). At 256, in-loop throughput at 4096
+// runs in flight was level with poll()'s (docs/PERFORMANCE.md, "In-loop: a
+// bounded poll").
 constexpr std::size_t handlers_per_pass = 256;
 
 // First sleep once the spin budget is spent; doubles up to max_poll_interval.
@@ -50,8 +53,8 @@ struct driver_guard {
 // The descriptor object is made on the first ring piece, not before, unless
 // the io_context already has its epoll reactor (a server's sockets or
 // timers): making it starts that reactor, whose task then runs in every
-// io.poll() of the driver, one epoll_wait(0) system call per pass: 16 % of
-// the driver's samples at one run in flight on the XRT no-op device
+// round of handlers of the driver, one epoll_wait(0) system call per pass:
+// 16 % of the driver's samples at one run in flight on the XRT no-op device
 // (docs/PERFORMANCE.md, "In-loop mode"). Where the reactor exists it is made
 // as soon as the ring is (prepare), so that the first ring piece, perhaps
 // in a server's steady state, allocates nothing (docs/DESIGN.md, "File

@@ -501,7 +501,7 @@ void reactor::announce_sleep() noexcept {
 
 bool reactor::block_begin() noexcept {
   // A wake-up posted while the driver was awake may already have been run by
-  // its own io.poll(), leaving wake_pending_ set with nothing on its way:
+  // its own round of handlers, leaving wake_pending_ set with nothing on its way:
   // then every later wake() would skip the post and the driver would sleep
   // through new work. Clear it before announcing the sleep (the seq_cst
   // store publishes the clear): a waker that sees sleeping_ posts anew, and

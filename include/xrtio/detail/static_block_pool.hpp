@@ -2,7 +2,7 @@
 // with one atomic operation, and a stateless allocator over it. For handler
 // memory that Asio would otherwise take from the heap every time: an
 // operation started outside any handler (the in-loop driver's ring watch,
-// armed between io.poll() calls) gets no recycled memory from Asio, and a
+// armed between rounds of handlers) gets no recycled memory from Asio, and a
 // function given to an executor's execute() (the flush of gathered reads,
 // run_op.hpp) is allocated with the executor's allocator, std::allocator
 // unless one is asked for. The
