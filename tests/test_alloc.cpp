@@ -538,6 +538,8 @@ namespace {
 // server's reads run: Asio recycles an operation's memory only within
 // run(), and only while that run() lasts.
 struct first_loop_read {
+  first_loop_read(xrtio::runtime& r, xrtio::file& f, xrtio::buffer& b, asio::io_context& i, int d)
+      : rt(r), file(f), buf(b), io(i), fd(d) {}
   xrtio::runtime& rt;
   xrtio::file& file;
   xrtio::buffer& buf;
@@ -636,7 +638,7 @@ TEST_CASE("file io: after a read done at once the loop sets up its engine, so th
       server_timer.emplace(io, std::chrono::steady_clock::now());
       server_timer->async_wait([](std::error_code) {});
     }
-    first_loop_read t{rt, file, buf, io, fd};
+    first_loop_read t(rt, file, buf, io, fd);
     asio::post(io, [&] { t.read(0); });
     if (inloop) xrtio::run(io, rt);
     else io.run();
@@ -644,6 +646,12 @@ TEST_CASE("file io: after a read done at once the loop sets up its engine, so th
     CHECK(!t.ec);
     CHECK(t.got == buf.size());
     CHECK(t.engine_made);
+    if (t.before_stats.file_inline_reads == 0) {
+      // qemu-user, or a kernel without RWF_NOWAIT: no read is done at once,
+      // every read reaches the loop, so nothing here asks for the engine early.
+      MESSAGE("XRTIO-SKIP: no read was done at once here (preadv2(RWF_NOWAIT) refused): nothing to check");
+      continue;
+    }
     // Nothing reached the loop before the measured read: the engine was made
     // by the request of the reads done at once.
     CHECK(t.before_stats.file_inline_reads == 2);
