@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "alloc_count.hpp"
@@ -30,7 +31,12 @@ void stop_sampling() noexcept {
   std::atomic_thread_fence(std::memory_order_acquire);
 }
 
-void init_sampling() { g_samples = static_cast<float*>(std::malloc(sample_cap * sizeof(float))); }
+void init_sampling() {
+  g_samples = static_cast<float*>(std::malloc(sample_cap * sizeof(float)));
+  // Touched now: the pages would otherwise be mapped at first write, inside
+  // the first cell's windows (as in --io's sample array, io_measure.cpp).
+  if (g_samples) std::memset(g_samples, 0, sample_cap * sizeof(float));
+}
 
 void reset_cell() {
   g_completed.store(0);
