@@ -14,6 +14,8 @@
 #include <atomic>
 #include <bit>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <new>
 #include <optional>
 #include <thread>
@@ -677,6 +679,112 @@ TEST_CASE("file io: after a read done at once the loop sets up its engine, so th
       CHECK(s.file_pieces_fixed_file == s.file_pieces);
       CHECK(s.file_pieces_fixed_buffer == s.file_pieces);
     }
+  }
+  ::close(fd);
+}
+
+TEST_CASE("file io: an allocation failing while the loop prepares its engine for the first read done at once "
+          "leaves the loop able to make it later: a read the page cache does not hold completes") {
+  // reactor::file_prepare, run by the loop after the first read done at once,
+  // makes the engine (the ring and its tables, or the thread pool) and a
+  // block of pieces, and swallows an allocation failure: the engine is then
+  // made by the first transfer that needs it. Each of its allocations in
+  // turn is made to fail; the loop is this thread (in-loop), where the
+  // failure can be injected. Then a read that must reach the loop has to
+  // complete with the file's bytes.
+  char tmpl[] = "/var/tmp/xrtio-alloc-XXXXXX";  // not a tmpfs: its pages can be evicted
+  int fd = ::mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  ::unlink(tmpl);
+  std::vector<char> bytes(1 << 16);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 7 + 3);
+  REQUIRE(::write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size()));
+  REQUIRE(::fdatasync(fd) == 0);
+  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);  // no readahead
+  for (bool uring : {true, false}) {
+    CAPTURE(uring);
+    int failed_in_prepare = 0;
+    for (int n = 1; n <= 40; ++n) {
+      CAPTURE(n);
+      {
+        std::vector<char> page(4096);
+        REQUIRE(::pread(fd, page.data(), page.size(), 0) == ssize_t(page.size()));  // page 0 cached
+      }
+      xrtio::runtime rt(xrtio::runtime_options{.reactor_thread = false, .file_io_uring = uring});
+      auto ctx = xrtio::sim::open();
+      ctx.bind(rt);
+      auto file = xrtio::file::adopt(::dup(fd), {.direct = false, .chunk_size = 4096, .queue_depth = 1});
+      auto buf = ctx.alloc(4096);
+      asio::io_context io;
+      asio::steady_timer tick(io);
+      xrtio::runtime_stats after_prepare{};
+      bool consumed = false, at_once = false, read_done = false;
+      std::error_code ec;
+      std::size_t got = 0;
+      int ticks = 0;
+      auto loop_read = [&] {
+        // A page not cached: the read goes to the loop.
+        REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+        xrtio::async_read_file(file, 8192, buf, asio::bind_executor(io, [&](std::error_code e, std::size_t k) {
+                                 ec = e;
+                                 got = k;
+                                 read_done = true;
+                               }));
+      };
+      // Waits (timers, so that the queue empties and the driver passes)
+      // until the injected failure was taken, or 50 ms.
+      // The timer's own allocations are made with the injection off.
+      std::function<void()> wait_for_prepare;
+      auto arm = [&] {
+        int pending = t_fail_in;
+        t_fail_in = 0;
+        tick.expires_after(std::chrono::milliseconds(1));
+        tick.async_wait([&](std::error_code) { wait_for_prepare(); });
+        t_fail_in = pending;
+      };
+      wait_for_prepare = [&] {
+        consumed = t_fail_in == 0;
+        if (!consumed && ++ticks < 50) return arm();
+        t_fail_in = 0;
+        after_prepare = rt.stats();
+        loop_read();
+      };
+      asio::post(io, [&] {
+        xrtio::async_read_file(file, 0, buf, asio::bind_executor(io, [&](std::error_code e, std::size_t k) {
+                                 at_once = !e && k == 4096 && rt.stats().file_inline_reads == 1;
+                                 // The next allocation on this thread: in the driver's pass after
+                                 // this handler, which runs file_prepare.
+                                 t_fail_in = n;
+                                 arm();
+                               }));
+      });
+      try {
+        xrtio::run(io, rt);
+      } catch (const std::bad_alloc&) {
+        t_fail_in = 0;
+        FAIL("bad_alloc escaped the loop: allocation " << n << " of its preparation");
+        break;
+      }
+      if (!at_once) {
+        MESSAGE("XRTIO-SKIP: the first read was not done at once here (preadv2(RWF_NOWAIT) refused): nothing asks "
+                "the loop to prepare");
+        break;
+      }
+      REQUIRE(read_done);
+      CHECK(!ec);
+      CHECK(got == 4096);
+      CHECK(std::memcmp(buf.map().data(), bytes.data() + 8192, 4096) == 0);
+      auto s = rt.stats();
+      CHECK(s.file_path != xrtio::file_io_path::none);
+      if (!consumed) break;  // the preparation took fewer than n allocations
+      ++failed_in_prepare;
+      if (s.file_pieces == after_prepare.file_pieces)
+        MESSAGE("XRTIO-SKIP: the page stayed cached: the read was done at once, not by the loop (allocation " << n
+                                                                                                              << ")");
+    }
+    MESSAGE("the loop's preparation (" << std::string(uring ? "io_uring" : "thread pool") << ") failed at each of its "
+                                       << failed_in_prepare << " allocations and recovered");
+    if (failed_in_prepare > 0) CHECK(failed_in_prepare >= 2);  // the engine, then the block of pieces
   }
   ::close(fd);
 }

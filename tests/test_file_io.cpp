@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -417,6 +418,99 @@ TEST_CASE("file io: a read from a pipe holds its write lease until its last piec
     CHECK(std::memcmp(buf.map().data(), data.data(), data.size()) == 0);
     CHECK(!leased(buf));  // released with the completion
     check_path(f.rt, uring);
+  }
+}
+
+namespace {
+// Lowers RLIMIT_NOFILE and fills every free descriptor below it but `spare`,
+// so that the next descriptors the process makes fail with EMFILE after
+// `spare` of them. Restores both at destruction.
+struct descriptors_scarce {
+  rlimit old{};
+  std::vector<int> filler;
+  explicit descriptors_scarce(int spare) {
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+    int highest = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+      highest = std::max(highest, std::stoi(e.path().filename().string()));
+    rlimit low = old;
+    low.rlim_cur = rlim_t(highest) + 8;  // a few free above the highest open one: filled below
+    REQUIRE(low.rlim_cur <= old.rlim_max);
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+    for (;;) {
+      int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (fd < 0) break;
+      filler.push_back(fd);
+    }
+    REQUIRE(filler.size() >= std::size_t(spare));
+    for (int i = 0; i < spare; ++i) {
+      ::close(filler.back());
+      filler.pop_back();
+    }
+  }
+  // How many descriptors can be made now (at most 8).
+  int free_now() {
+    std::vector<int> got;
+    for (int i = 0; i < 8; ++i) {
+      int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (fd < 0) break;
+      got.push_back(fd);
+    }
+    for (int fd : got) ::close(fd);
+    return int(got.size());
+  }
+  ~descriptors_scarce() {
+    for (int fd : filler) ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &old);
+  }
+};
+}  // namespace
+
+TEST_CASE("file io: a loop that cannot make its engine (no descriptor left) fails the transfer with backend_failure, "
+          "keeps no descriptor of the attempt, and makes the engine at a later transfer") {
+  // The engine is made by the first transfer that reaches the loop (here a
+  // pipe's: never done at once). With no descriptor free, io_uring_setup
+  // and the thread pool's semaphore fail; with two free, the pool makes its
+  // semaphore and one worker's cancel descriptor, and fails at the second
+  // worker's (before, that failure was ignored and a worker blocked on a
+  // stream could not be cancelled; a failure after a worker had started
+  // ended the process).
+#if defined(__SANITIZE_ADDRESS__)
+  // The ASan build has UBSan, whose vptr check tests the memory of a type
+  // it has not seen yet through a pipe, and reports a bad vptr when it
+  // cannot make one (seen here on the failure path's objects).
+  MESSAGE("XRTIO-SKIP: UBSan's vptr check needs descriptors this test takes away (the plain and TSan builds run it)");
+  return;
+#endif
+  for (int spare : {0, 2}) {
+    CAPTURE(spare);
+    fixture f({}, xrtio::runtime_options{.file_io_uring = spare == 0});
+    pipe_pair p;
+    auto file = xrtio::file::adopt(p.rd, {.chunk_size = 4096, .queue_depth = 1});
+    p.rd = -1;  // the file owns it
+    auto buf = f.ctx.alloc(4096);
+    auto data = random_bytes(2 * 4096, 23);
+    p.put(data.data(), data.size());
+    asio::io_context io;
+    {
+      descriptors_scarce scarce(spare);
+      outcome o;
+      xrtio::async_read_file(file, 0, buf, record(io, o));
+      run_until(io, o);
+      CHECK(o.ec == xrtio::errc::backend_failure);
+      CHECK(o.bytes == 0);
+      CHECK(!leased(buf));
+      CHECK(f.rt.stats().file_path == xrtio::file_io_path::none);
+      CHECK(scarce.free_now() == spare);  // the attempt closed what it made
+    }
+    io.restart();
+    outcome o;
+    xrtio::async_read_file(file, 0, buf, record(io, o));
+    run_until(io, o);
+    CHECK(!o.ec);
+    CHECK(o.bytes == 4096);
+    CHECK(std::memcmp(buf.map().data(), data.data(), 4096) == 0);
+    CHECK(f.rt.stats().file_path != xrtio::file_io_path::none);
   }
 }
 

@@ -31,21 +31,28 @@ class file_pool final : public file_engine {
  public:
   file_pool(unsigned threads, std::function<void()> wake) : wake_(std::move(wake)) {
     if (threads == 0) threads = 1;
-    work_fd_ = ::eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
-    if (work_fd_ < 0) throw std::system_error(errno, std::system_category(), "xrtio: file thread pool eventfd");
-    workers_.resize(threads);
-    for (auto& w : workers_) w.cancel_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    for (unsigned i = 0; i < threads; ++i) workers_[i].thread = std::thread([this, i] { work(i); });
-  }
-  ~file_pool() override {
-    stop_.store(true, std::memory_order_release);
-    post(workers_.size());  // one token each: a worker that sees stop_ with nothing queued returns
-    for (auto& w : workers_) {
-      if (w.thread.joinable()) w.thread.join();
-      if (w.cancel_fd >= 0) ::close(w.cancel_fd);
+    // A failure part-way (a descriptor, a thread's start, an allocation)
+    // stops the workers already started before it throws: a joinable
+    // std::thread destroyed with the vector would end the process
+    // (std::terminate; seen when file_prepare's allocation failed, test
+    // "...while the loop prepares its engine...").
+    try {
+      work_fd_ = ::eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+      if (work_fd_ < 0) throw std::system_error(errno, std::system_category(), "xrtio: file thread pool eventfd");
+      workers_.resize(threads);
+      for (auto& w : workers_) {
+        // Without it a worker blocked on a stream could not be cancelled.
+        w.cancel_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (w.cancel_fd < 0)
+          throw std::system_error(errno, std::system_category(), "xrtio: file thread pool cancel eventfd");
+      }
+      for (unsigned i = 0; i < threads; ++i) workers_[i].thread = std::thread([this, i] { work(i); });
+    } catch (...) {
+      stop();
+      throw;
     }
-    ::close(work_fd_);
   }
+  ~file_pool() override { stop(); }
 
   unsigned capacity() const noexcept override { return 1024; }
 
@@ -102,6 +109,17 @@ class file_pool final : public file_engine {
     std::thread thread;
     int cancel_fd = -1;
   };
+
+  // Stops and joins the workers started, closes the descriptors made.
+  void stop() noexcept {
+    stop_.store(true, std::memory_order_release);
+    if (work_fd_ >= 0) post(workers_.size());  // one token each: a worker that sees stop_ with nothing queued returns
+    for (auto& w : workers_) {
+      if (w.thread.joinable()) w.thread.join();
+      if (w.cancel_fd >= 0) ::close(w.cancel_fd);
+    }
+    if (work_fd_ >= 0) ::close(work_fd_);
+  }
 
   // Adds n to the workers' semaphore. A write to an eventfd fails only if
   // the count would overflow (2^64 - 2), which pieces in flight cannot reach.
