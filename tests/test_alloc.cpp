@@ -15,6 +15,7 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <new>
 #include <optional>
@@ -851,6 +852,61 @@ TEST_CASE("file io: a block of pieces whose record cannot be kept (allocation fa
   CHECK(done == n);
   CHECK(ok == n);
   CHECK(rt.stats().file_pieces == std::uint64_t(n));
+}
+
+namespace {
+// Threads of this process now (/proc/self/task), after the ones that are
+// ending have gone: a joined thread can linger there for a moment.
+std::size_t threads_settled(std::size_t expected) {
+  std::size_t n = 0;
+  for (int i = 0; i < 200; ++i) {
+    n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+    if (n <= expected) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return n;
+}
+}  // namespace
+
+TEST_CASE("an allocation failing while a runtime or a simulated device starts its threads leaves no thread behind "
+          "and does not end the process") {
+  // A constructor that throws does not run its destructor: threads it had
+  // started must be stopped by the constructor itself. Before, a simulated
+  // device whose second compute unit failed to start destroyed the first,
+  // still joinable (std::terminate), and a runtime whose reactor thread
+  // failed to start left its aborter's worker waiting for good.
+  std::size_t baseline = threads_settled(1);
+  for (int which = 0; which < 2; ++which) {
+    bool device = which == 1;
+    CAPTURE(device);
+    int threw = 0;
+    bool made = false;
+    for (int n = 1; n <= 60 && !made; ++n) {
+      CAPTURE(n);
+      t_fail_in = n;
+      try {
+        if (device) {
+          xrtio::sim::device_config cfg;
+          cfg.compute_units = 4;
+          auto ctx = xrtio::sim::open(std::move(cfg));
+          t_fail_in = 0;
+        } else {
+          xrtio::runtime rt;
+          t_fail_in = 0;
+        }
+        made = true;
+      } catch (const std::bad_alloc&) {
+        ++threw;
+      }
+      t_fail_in = 0;
+      CHECK(threads_settled(baseline) == baseline);
+    }
+    MESSAGE(std::string(device ? "a simulated device" : "a runtime") << " threw bad_alloc for each of its first " << threw
+                                                          << " allocations");
+    CHECK(made);
+    CHECK(threw >= 2);
+  }
 }
 
 TEST_CASE("async_run: an allocation failing while a run registers with a new context frees the run and its handler") {

@@ -30,7 +30,16 @@ reactor::reactor(runtime_options o) : opts_(o), waiter_(o.use_io_uring) {
     end_doze();
     wake();
   });
-  if (!driven()) thread_ = std::thread([this] { run(); });
+  if (!driven()) {
+    try {
+      thread_ = std::thread([this] { run(); });
+    } catch (...) {
+      // The destructor does not run for a reactor not constructed: the
+      // aborter's worker, which holds its aborter, would wait for good.
+      aborter_->stop();
+      throw;
+    }
+  }
 }
 
 reactor::~reactor() {

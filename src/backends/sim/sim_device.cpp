@@ -27,12 +27,24 @@ sim_device_impl::sim_device_impl(device_config cfg) : cfg_(std::move(cfg)) {
     efd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (efd_ < 0) throw error(errc::backend_failure, "sim device: eventfd failed");
   }
-  heap_.reserve(initial_queue_capacity);
-  for (unsigned i = 0; i < cfg_.compute_units; ++i) cus_.push_back(std::make_unique<cu_slot>());
-  for (unsigned i = 0; i < cfg_.compute_units; ++i) threads_.emplace_back([this, i] { compute_unit(*cus_[i]); });
+  // A failure part-way (an allocation, a thread's start) stops the compute
+  // units already started before it throws: the destructor does not run
+  // for an object not constructed, and a joinable std::thread destroyed
+  // with threads_ would end the process (std::terminate).
+  try {
+    heap_.reserve(initial_queue_capacity);
+    threads_.reserve(cfg_.compute_units);
+    for (unsigned i = 0; i < cfg_.compute_units; ++i) cus_.push_back(std::make_unique<cu_slot>());
+    for (unsigned i = 0; i < cfg_.compute_units; ++i) threads_.emplace_back([this, i] { compute_unit(*cus_[i]); });
+  } catch (...) {
+    stop();
+    throw;
+  }
 }
 
-sim_device_impl::~sim_device_impl() {
+sim_device_impl::~sim_device_impl() { stop(); }
+
+void sim_device_impl::stop() noexcept {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;

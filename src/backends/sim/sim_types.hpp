@@ -182,6 +182,8 @@ class sim_device_impl final : public device {
   backend::abort_outcome abort(sim_run* r);
 
  private:
+  // Stops and joins the compute units started; closes the event descriptor.
+  void stop() noexcept;
   friend class sim_run;
   friend struct sim_test_access;  // tests/test_sim_wake_race.cpp
 
