@@ -196,6 +196,18 @@ TEST_CASE("buffer: alloc of zero bytes fails with invalid_size") {
   CHECK_CONTAINS(msg, "size 0");
 }
 
+TEST_CASE("buffer: a simulated alloc whose size overflows when rounded up to pages fails with invalid_size") {
+  // (size + 4095) & ~4095 wrapped to 0 for a size within a page of
+  // SIZE_MAX: the buffer reported that size with no memory behind it.
+  auto ctx = sim::open();
+  for (std::size_t size : {SIZE_MAX, SIZE_MAX - 100, SIZE_MAX - 4094}) {
+    CAPTURE(size);
+    auto msg = error_of([&] { ctx.alloc(size); }, errc::invalid_size);
+    CHECK_CONTAINS(msg, std::to_string(size));
+    CHECK_CONTAINS(msg, "overflows");
+  }
+}
+
 TEST_CASE("buffer: a zero-size view fails with invalid_size naming the offset") {
   auto ctx = sim::open();
   auto b = ctx.alloc(4096);

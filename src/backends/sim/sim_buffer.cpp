@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "sim_types.hpp"
@@ -35,12 +36,21 @@ std::unique_ptr<backend::native_buffer> sim_buffer::sub(std::size_t size, std::s
 
 std::unique_ptr<backend::native_buffer> sim_device_impl::alloc(std::size_t size, backend::buffer_kind, int) {
   if (lost_.load()) throw error(errc::device_lost, "sim device lost: cannot allocate " + std::to_string(size));
-  // Zeroed like fresh pages.
+  // Rounded up to whole DMA pages, which a size within a page of SIZE_MAX
+  // cannot be: it wrapped to 0, and a buffer of that size had no memory.
+  if (size > std::numeric_limits<std::size_t>::max() - (dma_alignment - 1))
+    throw error(errc::invalid_size, "sim device: size " + std::to_string(size) + " overflows when rounded up to " +
+                                        std::to_string(dma_alignment) + "-byte pages");
   std::size_t rounded = (size + dma_alignment - 1) & ~(dma_alignment - 1);
   void* p = std::aligned_alloc(dma_alignment, rounded);
   if (!p) throw error(errc::backend_failure, "sim device: out of host memory for " + std::to_string(size));
-  std::memset(p, 0, rounded);
-  return std::make_unique<sim_buffer>(static_cast<std::byte*>(p), size, sim_buffer::ownership::owned);
+  std::memset(p, 0, rounded);  // zeroed like fresh pages
+  try {
+    return std::make_unique<sim_buffer>(static_cast<std::byte*>(p), size, sim_buffer::ownership::owned);
+  } catch (...) {
+    std::free(p);
+    throw;
+  }
 }
 
 std::unique_ptr<backend::native_buffer> sim_device_impl::import_user_memory(void* ptr, std::size_t size) {
@@ -52,7 +62,12 @@ std::unique_ptr<backend::native_buffer> sim_device_impl::import_dmabuf(int fd, s
   if (p == MAP_FAILED)
     throw error(errc::backend_failure, "sim device: mmap of dma-buf fd " + std::to_string(fd) + " for " +
                                            std::to_string(size) + " bytes failed");
-  return std::make_unique<sim_buffer>(static_cast<std::byte*>(p), size, sim_buffer::ownership::mapped);
+  try {
+    return std::make_unique<sim_buffer>(static_cast<std::byte*>(p), size, sim_buffer::ownership::mapped);
+  } catch (...) {
+    ::munmap(p, size);
+    throw;
+  }
 }
 
 }  // namespace xrtio::sim::detail
