@@ -50,21 +50,20 @@ bool is_aligned(std::uint64_t v) { return v % file::direct_alignment == 0; }
 
 }  // namespace
 
+std::shared_ptr<reactor> file_io_reactor(const file_state* fs, const buffer_arg& b, const io_options& o) {
+  // As for runs: the transfer's runtime, the file's, the one the buffer's
+  // context is bound to, else the default runtime (which may fail to start:
+  // the caller gets its exception, as async_run's does).
+  runtime* rt = o.runtime ? o.runtime : fs && fs->options.runtime ? fs->options.runtime : nullptr;
+  if (rt) return access::reactor(*rt);
+  if (b.buffer && access::state(b.buffer)->context && access::state(b.buffer)->context->bound_reactor)
+    return access::state(b.buffer)->context->bound_reactor;
+  return access::reactor(default_runtime());
+}
+
 std::error_code prepare_file_io(file_op_base& op, std::shared_ptr<file_state> fs, std::uint64_t offset, buffer_arg b,
                                  file_op_base::direction d, const io_options& o, arg_slot& slot,
                                  access_request& req) noexcept {
-  runtime* rt = o.runtime ? o.runtime : fs && fs->options.runtime ? fs->options.runtime : nullptr;
-  try {
-    // As for runs: the transfer's runtime, the file's, the one the buffer's
-    // context is bound to, else the default runtime.
-    if (rt) op.rx = access::reactor(*rt);
-    else if (b.buffer && access::state(b.buffer)->context && access::state(b.buffer)->context->bound_reactor)
-      op.rx = access::state(b.buffer)->context->bound_reactor;
-    else op.rx = access::reactor(default_runtime());
-  } catch (...) {
-    // default_runtime() could not start: nothing to complete through.
-    std::terminate();
-  }
   if (!fs) return errc::invalid_size;  // empty file handle
   if (!b.buffer) return errc::invalid_size;
   bool reading = d == file_op_base::direction::read;

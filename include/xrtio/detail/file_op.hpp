@@ -61,10 +61,15 @@ class file_op_base : public run_op_base {
   std::size_t bytes = 0;        // the result
 };
 
+/// The reactor a transfer completes through: io_options::runtime, the
+/// file's, the buffer's context's bound one, else the default runtime's.
+/// Throws if the default runtime cannot start.
+std::shared_ptr<reactor> file_io_reactor(const file_state* f, const buffer_arg& b, const io_options& o);
+
 /// Checks the transfer and fills the op (file, range, the buffer in slot 0,
-/// its access request, options, runtime). Always sets op.rx. Returns the
-/// error to complete with at once, if any. Never throws (allocation failure
-/// of an error message aside).
+/// its access request, options). op.rx is set by the caller, before. Returns
+/// the error to complete with at once, if any. Never throws (allocation
+/// failure of an error message aside).
 std::error_code prepare_file_io(file_op_base& op, std::shared_ptr<file_state> f, std::uint64_t offset, buffer_arg b,
                                  file_op_base::direction d, const io_options& o, arg_slot& slot,
                                  access_request& req) noexcept;
@@ -77,7 +82,11 @@ struct initiate_file_io_op {
     // Before the handler moves: the file may live in it (a composed
     // operation's state, async_load_file's).
     std::shared_ptr<file_state> fs = access::state(*f);
+    // Before the op is made, as for runs: a default runtime that cannot
+    // start throws to the caller, with the handler untouched.
+    auto rx = file_io_reactor(fs.get(), b, o);
     op_t* op = op_t::create(std::move(h), xrtio::kernel{});
+    op->rx = std::move(rx);
     std::error_code early =
         prepare_file_io(*op, std::move(fs), offset, std::move(b), d, o, op->slots()[0], op->requests()[0]);
     launch_run(op, early);
