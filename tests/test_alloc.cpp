@@ -909,6 +909,71 @@ TEST_CASE("an allocation failing while a runtime or a simulated device starts it
   }
 }
 
+TEST_CASE("async_run: an allocation failing while a completion is posted to a strand held in an any_io_executor "
+          "never ends the process: the handler runs once or is destroyed unrun") {
+  // Posting a completion copies the handler's executor untracked; for an
+  // any_io_executor whose target (a strand) is larger than its small
+  // buffer the copy allocates. That copy was made outside the post's
+  // try, in a noexcept function: its failure ended the process (found by
+  // a helper's probe). A runtime that is gone rejects the run and posts
+  // the rejection from this thread, where the failure can be injected.
+  // Each allocation of the run in turn is made to fail, on a new
+  // io_context and strand each time.
+  auto ctx = xrtio::sim::open();
+  auto k = ctx.kernel("noop");
+  {
+    xrtio::runtime rt;
+    ctx.bind(rt);
+  }
+  int threw = 0, destroyed = 0, held = 0, ran = 0;
+  bool past_all = false;
+  for (int n = 1; n <= 60 && !past_all; ++n) {
+    CAPTURE(n);
+    auto io = std::make_unique<asio::io_context>();
+    asio::any_io_executor strand_ex = asio::make_strand(asio::any_io_executor(io->get_executor()));
+    int calls = 0;
+    auto token = std::make_shared<int>(0);
+    t_fail_in = n;
+    try {
+      xrtio::async_run(k, asio::bind_executor(strand_ex, [&calls, token](std::error_code ec, xrtio::run_result) {
+                         CHECK(ec == xrtio::errc::shut_down);
+                         ++calls;
+                       }));
+    } catch (const std::bad_alloc&) {
+      t_fail_in = 0;
+      ++threw;
+      CHECK(calls == 0);
+      CHECK(token.use_count() == 1);
+      continue;
+    }
+    past_all = t_fail_in != 0;  // no allocation of this run's failed
+    t_fail_in = 0;
+    for (int i = 0; i < 10 && calls == 0; ++i) io->poll();
+    CHECK(calls <= 1);
+    if (calls == 1) {
+      ++ran;
+      CHECK(io->stopped());  // nothing left behind
+    } else if (token.use_count() == 1) {
+      ++destroyed;  // the post failed: the handler destroyed unrun
+      CHECK(io->stopped());
+    } else {
+      // Asio's strand queued the function and then could not schedule
+      // itself (its invoker's allocation failed): it keeps the function
+      // until the io_context goes, which destroys it unrun.
+      ++held;
+      strand_ex = asio::any_io_executor();  // executors go before their context
+      io.reset();
+      CHECK(token.use_count() == 1);
+    }
+    CHECK(calls <= 1);
+  }
+  MESSAGE("a rejected run's completion on a strand in an any_io_executor: " << threw << " allocations failed in "
+          "async_run (bad_alloc), " << destroyed << " in the post (the handler destroyed unrun), " << held
+          << " inside the strand (destroyed with the io_context), " << ran << " completed");
+  CHECK(past_all);
+  CHECK(destroyed >= 1);
+}
+
 TEST_CASE("async_run: an allocation failing while a run registers with a new context frees the run and its handler") {
   // A run's first use of an execution context allocates there: the context's
   // completion service and registry, the registry's table. Each allocation

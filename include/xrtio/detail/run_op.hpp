@@ -393,31 +393,40 @@ class run_op final : public Base {
     // owner had restarted it for the next operation, whose handler then sat
     // in a stopped io_context (seen under qemu-user: io.stopped() true with
     // a transfer's handler queued; docs/DESIGN.md, "Invariant 1").
-    auto ex = asio::prefer(*live->work_, asio::execution::outstanding_work.untracked);
     auto* arena = &live->arena_;
     std::size_t n = 0;
     if (backlog && live->rx) {
       for (run_op_base* o = live; o; o = o->batch_next) ++n;
       reactor_handlers_queued(*live->rx, n);
     }
+    // Made first, so that whatever throws below leaves the batch to its
+    // destructor.
+    batch_fn fn(live, n, backlog);
     auto post = [&](const auto& e) {
       // What asio::post does, minus its work_dispatcher hop: never blocking,
       // a fork, storage from the op's arena (no allocation).
       asio::execution::execute(
           asio::prefer(asio::require(e, asio::execution::blocking.never), asio::execution::relationship.fork,
                        asio::execution::allocator(arena_allocator<void, arena_size>(arena))),
-          batch_fn(live, n, backlog));
+          std::move(fn));
     };
     try {
+      // Inside the try: the copy of a type-erased executor whose target is
+      // larger than its small buffer (an any_io_executor holding a strand)
+      // allocates, and this function is noexcept (the failure ended the
+      // process: a helper's probe, a rejected run on a strand in
+      // any_io_executor, test "...the executor's copy...").
+      auto ex = asio::prefer(*live->work_, asio::execution::outstanding_work.untracked);
       // A type-erased executor (any_io_executor, use_awaitable's) ignores the
       // allocator property and wraps the function in a heap allocation; post
       // to the io_context executor or strand it holds instead, so the arena
       // is used. Only an exact type match counts (see concrete_executor.hpp).
       with_concrete_executor(ex, post);
     } catch (...) {
-      // Posting failed (out of memory): batch_fn's destructor destroyed the
-      // handlers unrun (their executor is the only way to run them:
-      // invariant 1); the runs were final and their leases released already.
+      // Posting failed (out of memory): fn's destructor, or that of the
+      // copy the executor made of it, destroys the handlers unrun (their
+      // executor is the only way to run them: invariant 1); the runs were
+      // final and their leases released already.
     }
   }
 
