@@ -974,6 +974,67 @@ TEST_CASE("async_run: an allocation failing while a completion is posted to a st
   CHECK(destroyed >= 1);
 }
 
+TEST_CASE("leases: an allocation failing while a waiting run queues on several buffers leaves no waiter behind") {
+  // A run with conflict_policy::wait queues a waiter on every range it
+  // asks for. Before, the queues were grown one after another: when the
+  // second one's growth failed, the run was rejected (range_in_use) and
+  // freed with its waiter still in the first queue, which then refused
+  // every later run on that range (found by a helper's probe). Each
+  // allocation of the queueing run in turn is made to fail.
+  using xrtio::backend::arg_desc;
+  using xrtio::backend::arg_kind;
+  xrtio::runtime rt;
+  xrtio::sim::device_config cfg;
+  cfg.latency.fixed = std::chrono::milliseconds(20);
+  cfg.kernels.push_back({"one", {arg_desc{"a", arg_kind::buffer, 0, 0}}, [](xrtio::sim::kernel_call&) {}});
+  cfg.kernels.push_back({"two", {arg_desc{"a", arg_kind::buffer, 0, 0}, arg_desc{"b", arg_kind::buffer, 0, 0}},
+                         [](xrtio::sim::kernel_call&) {}});
+  auto ctx = xrtio::sim::open(std::move(cfg));
+  ctx.bind(rt);
+  auto k1 = ctx.kernel("one");
+  auto k2 = ctx.kernel("two");
+  asio::io_context io;
+  {
+    auto w = ctx.alloc(64);
+    xrtio::async_run(k1, w, asio::bind_executor(io, [](std::error_code, xrtio::run_result) {}));
+    io.run();
+    io.restart();
+  }
+  int failed_queueing = 0;
+  bool past_all = false;
+  for (int n = 1; n <= 30 && !past_all; ++n) {
+    CAPTURE(n);
+    auto a = ctx.alloc(4096), b = ctx.alloc(4096);
+    std::error_code first, waiting, later = xrtio::errc::busy;
+    xrtio::async_run(k1, a, asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) { first = ec; }));
+    xrtio::run_options wait;
+    wait.on_conflict = xrtio::conflict_policy::wait;
+    bool threw = false;
+    t_fail_in = n;
+    try {
+      xrtio::async_run(k2, a, b, wait,
+                       asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) { waiting = ec; }));
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    past_all = t_fail_in != 0;
+    t_fail_in = 0;
+    io.run();
+    io.restart();
+    CHECK(!first);
+    if (!threw && !past_all && waiting == xrtio::errc::range_in_use) ++failed_queueing;
+    CHECK(xrtio::detail::access::state(a)->tracker->waiting_count() == 0);
+    CHECK(xrtio::detail::access::state(b)->tracker->waiting_count() == 0);
+    xrtio::async_run(k1, a, asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) { later = ec; }));
+    io.run();
+    io.restart();
+    CHECK(!later);
+  }
+  MESSAGE("the waiting run was refused (range_in_use) for " << failed_queueing << " failed allocations");
+  CHECK(past_all);
+  CHECK(failed_queueing >= 1);
+}
+
 TEST_CASE("async_run: an allocation failing while a run registers with a new context frees the run and its handler") {
   // A run's first use of an execution context allocates there: the context's
   // completion service and registry, the registry's table. Each allocation

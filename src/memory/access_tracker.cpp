@@ -364,6 +364,14 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
     }
   } else if (w && result == acquire_status::conflict) {
     // Queue (once) in every tracker touched, keeping ascending seq order.
+    // All or nothing: room in every queue first (the only step that can
+    // throw), then the inserts, which cannot. A waiter left in one queue by
+    // an insert that failed in another outlived its run, whose rejection
+    // freed it, and held its ranges for good (found by a helper's probe).
+    for (std::size_t i = 0; i < set.count; ++i) {
+      auto& q = set.items[i]->waiting_;
+      q.reserve(q.size() + reqs.size());
+    }
     for (auto& r : reqs) {
       auto& q = r.tracker->waiting_;
       bool present = std::any_of(q.begin(), q.end(), [&](const waiter& x) {
