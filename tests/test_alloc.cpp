@@ -37,9 +37,17 @@ std::atomic<bool> g_trace{false};
 // thread throws std::bad_alloc (0: none). Only the scalar throwing
 // operator news below (plain and aligned) honour it.
 thread_local int t_fail_in = 0;
+// That many more allocations right after the n-th fail too (memory still
+// short a moment later).
+thread_local int t_fail_more = 0;
+thread_local int t_failures = 0;  // allocations made to fail on this thread so far
 
 void maybe_fail() {
-  if (t_fail_in > 0 && --t_fail_in == 0) throw std::bad_alloc();
+  if (t_fail_in > 0 && --t_fail_in == 0) {
+    if (t_fail_more > 0) t_fail_in = 1, --t_fail_more;
+    ++t_failures;
+    throw std::bad_alloc();
+  }
 }
 
 void note_allocation(std::size_t n) noexcept {
@@ -1033,6 +1041,80 @@ TEST_CASE("leases: an allocation failing while a waiting run queues on several b
   MESSAGE("the waiting run was refused (range_in_use) for " << failed_queueing << " failed allocations");
   CHECK(past_all);
   CHECK(failed_queueing >= 1);
+}
+
+TEST_CASE("file io: a transfer whose first piece cannot be had (allocation failure) with no piece in flight ends "
+          "with an error, never waits for good") {
+  // A transfer that gets no piece is retried when a piece comes back; with
+  // none in flight nothing came back, and after two failures in a row (the
+  // intake's, then the scan's own retry) the transfer waited until its
+  // deadline or a cancellation (found by a helper's probe). In-loop, a
+  // pipe's read (always the loop's), each allocation of the driver's pass
+  // that takes it in made to fail, with the one after it.
+  for (bool uring : {true, false}) {
+    CAPTURE(uring);
+    int errors = 0, completed = 0;
+    for (int n = 1; n <= 40; ++n) {
+      CAPTURE(n);
+      xrtio::runtime rt(xrtio::runtime_options{.reactor_thread = false, .file_io_uring = uring});
+      auto ctx = xrtio::sim::open();
+      ctx.bind(rt);
+      int fds[2];
+      REQUIRE(::pipe(fds) == 0);
+      std::vector<char> data(4096, 'p');
+      REQUIRE(::write(fds[1], data.data(), data.size()) == 4096);
+      auto file = xrtio::file::adopt(fds[0], {.chunk_size = 4096, .queue_depth = 1});
+      auto buf = ctx.alloc(4096);
+      asio::io_context io;
+      asio::steady_timer guard(io);
+      asio::cancellation_signal sig;
+      std::error_code ec = xrtio::errc::busy;
+      std::size_t got = 0;
+      bool done = false;
+      int failures = t_failures;
+      asio::post(io, [&] {
+        guard.expires_after(std::chrono::seconds(5));
+        guard.async_wait([&](std::error_code e) {
+          if (!e && !done) sig.emit(asio::cancellation_type::terminal);
+        });
+        xrtio::async_read_file(
+            file, 0, buf, asio::bind_cancellation_slot(sig.slot(), asio::bind_executor(io, [&](std::error_code e, std::size_t k) {
+                                                         ec = e;
+                                                         got = k;
+                                                         done = true;
+                                                         t_fail_in = 0;
+                                                         t_fail_more = 0;
+                                                         guard.cancel();
+                                                       })));
+        t_fail_in = n;  // the next allocation on this thread: the driver's pass that takes the read in
+        t_fail_more = 1;
+      });
+      try {
+        xrtio::run(io, rt);
+      } catch (const std::bad_alloc&) {
+        t_fail_in = 0;
+        t_fail_more = 0;
+        FAIL("bad_alloc escaped the loop at allocation " << n);
+      }
+      t_fail_in = 0;
+      t_fail_more = 0;
+      ::close(fds[1]);
+      REQUIRE(done);
+      CHECK(ec != asio::error::operation_aborted);  // the guard's: the transfer waited
+      if (!ec) {
+        CHECK(got == 4096);
+        ++completed;
+      } else {
+        ++errors;
+      }
+      if (t_failures == failures) break;  // the pass allocated fewer than n times
+    }
+    MESSAGE("a pipe read with two allocation failures in a row in the loop's pass ("
+            << std::string(uring ? "io_uring" : "thread pool")
+                                                                                   << "): " << errors << " ended with an error, "
+                                                                                   << completed << " completed");
+    CHECK(completed >= 1);
+  }
 }
 
 TEST_CASE("async_run: an allocation failing while a run registers with a new context frees the run and its handler") {

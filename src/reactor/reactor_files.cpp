@@ -461,7 +461,18 @@ void reactor::file_pump(file_op_base* f) noexcept {
     try {
       p = take_piece();
     } catch (...) {
-      f->starved = true;  // out of memory: retried when pieces come back
+      // Out of memory. With pieces in flight, retried when one comes back
+      // (file_scan pumps starved transfers). With none, nothing would come
+      // back to retry it, and the transfer would wait for good (its
+      // deadline or a cancellation aside: a helper's probe, two failures in
+      // a row, the second in the scan's own retry): it ends with the error.
+      if (pieces_live_ > 0) {
+        f->starved = true;
+      } else {
+        f->io_error = std::make_error_code(std::errc::not_enough_memory);
+        f->stopping = true;
+        file_dirty_ = true;
+      }
       return;
     }
     p->op = f;
