@@ -652,6 +652,19 @@ TEST_CASE("sim: fault::slow_abort takes abort_delay and then the abort succeeds 
   CHECK(device_of(ctx).stats().abort_refused == 0);
 }
 
+TEST_CASE("sim: fault::slow_abort takes abort_delay also while the run waits out its latency (queued)") {
+  auto cfg = with_fault({.kernel = "vadd", .what = sim::fault::slow_abort, .abort_delay = 30ms});
+  cfg.latency.fixed = 10s;
+  auto ctx = sim::open(cfg);
+  auto h = start_vadd(ctx);
+  CHECK(h.state() == run_state::queued);
+  auto t0 = clk::now();
+  error_of([&] { h.wait(1ms); }, errc::timed_out);
+  CHECK(clk::now() - t0 >= 30ms);  // before, the abort of a queued run was at once
+  CHECK(h.result().state == run_state::abort);
+  CHECK(device_of(ctx).stats().aborted == 1);
+}
+
 TEST_CASE("sim: fault::device_lost ends the run and every in-flight run with device_lost and later starts fail") {
   sim::device_config cfg;
   cfg.faults.push_back({.kernel = "vadd", .what = sim::fault::device_lost});

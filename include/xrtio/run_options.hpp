@@ -55,7 +55,10 @@ struct run_options {
   xrtio::runtime* runtime = nullptr;
 };
 
-/// What a finished run reports. `state` is always the real final ERT state.
+/// What a finished run reports. `state` is the device's real ERT state: the
+/// final one, except for a retained run (errc::abort_failed), whose state is
+/// the last one seen (the device never reported a final state in time), and
+/// a run refused before the device saw it (NEW).
 struct run_result {
   run_state state = run_state::new_;
   std::chrono::steady_clock::time_point submitted{};         ///< start() on the device

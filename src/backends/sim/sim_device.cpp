@@ -229,7 +229,10 @@ backend::abort_outcome sim_device_impl::abort_run(sim_run* r) {
     ++stats_.abort_refused;
     return backend::abort_outcome::refused;
   }
-  if (r->fault_.what == fault::slow_abort && s == run_state::running) {
+  // Slow whether on a compute unit or still queued (waiting out its
+  // latency), for the same reason; before, an abort during the latency was
+  // quick, unlike what the fault promises (found in a new-user audit).
+  if (r->fault_.what == fault::slow_abort && (s == run_state::running || s == run_state::queued)) {
     auto delay = r->fault_.abort_delay;
     lock.unlock();
     std::this_thread::sleep_for(delay);
