@@ -545,6 +545,21 @@ TEST_CASE("file io: an in-loop driver that blocks on ring or pool completions al
 }
 
 namespace {
+// An unlinked file holding `bytes`, on disk (/var/tmp, not a tmpfs: its
+// pages can be evicted with POSIX_FADV_DONTNEED), with no readahead.
+int evictable_file(const std::vector<char>& bytes) {
+  char tmpl[] = "/var/tmp/xrtio-alloc-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  ::unlink(tmpl);
+  REQUIRE(::write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size()));
+  REQUIRE(::fdatasync(fd) == 0);
+  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);
+  return fd;
+}
+}  // namespace
+
+namespace {
 // Drives the steps of the test below inside one io_context::run(), as a
 // server's reads run: Asio recycles an operation's memory only within
 // run(), and only while that run() lasts.
@@ -614,14 +629,8 @@ TEST_CASE("file io: after a read done at once the loop sets up its engine, so th
   // waits for the first ring piece, so that io.poll() makes no epoll_wait
   // call until then (src/reactor/inloop.cpp, file_watch): that mode checks
   // only this.
-  char tmpl[] = "/var/tmp/xrtio-alloc-XXXXXX";  // not a tmpfs: its pages can be evicted
-  int fd = ::mkstemp(tmpl);
-  REQUIRE(fd >= 0);
-  ::unlink(tmpl);
   std::vector<char> bytes(1 << 16, 'p');
-  REQUIRE(::write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size()));
-  REQUIRE(::fdatasync(fd) == 0);
-  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);  // no readahead
+  int fd = evictable_file(bytes);
   for (int mode = 0; mode < 5; ++mode) {
     bool uring = mode % 2 == 0;
     bool inloop = mode >= 2;
@@ -701,15 +710,9 @@ TEST_CASE("file io: an allocation failing while the loop prepares its engine for
   // turn is made to fail; the loop is this thread (in-loop), where the
   // failure can be injected. Then a read that must reach the loop has to
   // complete with the file's bytes.
-  char tmpl[] = "/var/tmp/xrtio-alloc-XXXXXX";  // not a tmpfs: its pages can be evicted
-  int fd = ::mkstemp(tmpl);
-  REQUIRE(fd >= 0);
-  ::unlink(tmpl);
   std::vector<char> bytes(1 << 16);
   for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 7 + 3);
-  REQUIRE(::write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size()));
-  REQUIRE(::fdatasync(fd) == 0);
-  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);  // no readahead
+  int fd = evictable_file(bytes);
   for (bool uring : {true, false}) {
     CAPTURE(uring);
     int failed_in_prepare = 0;
