@@ -370,7 +370,10 @@ acquire_status access_tracker::acquire(std::span<access_request> reqs, holder_ki
     // freed it, and held its ranges for good (found by a helper's probe).
     for (std::size_t i = 0; i < set.count; ++i) {
       auto& q = set.items[i]->waiting_;
-      q.reserve(q.size() + reqs.size());
+      // Geometric, as insert's own growth: reserve() alone grows to the
+      // size asked, which would copy a growing queue at every new waiter.
+      std::size_t need = q.size() + reqs.size();
+      if (q.capacity() < need) q.reserve(std::max(need, 2 * q.capacity()));
     }
     for (auto& r : reqs) {
       auto& q = r.tracker->waiting_;

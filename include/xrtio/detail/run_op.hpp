@@ -187,14 +187,14 @@ class run_op final : public Base {
  public:
   using handler_executor = asio::associated_executor_t<Handler, asio::system_executor>;
   // A completion is posted, never run inline (invariant 1), through the
-  // standard executor model's blocking.never, as asio::post does.
+  // standard executor model's require(blocking.never).
   static_assert(asio::execution::is_executor<handler_executor>::value,
                 "xrtio: the handler's executor must be a standard Asio executor (asio::execution::is_executor); "
                 "the older model's asio::io_context::strand is not: use asio::make_strand(io)");
   static_assert(asio::can_require<handler_executor, asio::execution::blocking_t::never_t>::value,
                 "xrtio: the handler's executor must support asio::require(ex, asio::execution::blocking.never), "
-                "as every Asio executor does; a type of your own needs query(blocking_t) and "
-                "require(blocking_t::never_t) besides execute() and ==");
+                "as every Asio executor does; a type of your own needs require(blocking_t::never_t) "
+                "besides execute() and ==");
   using work_executor =
       std::decay_t<decltype(asio::prefer(std::declval<handler_executor>(), asio::execution::outstanding_work.tracked))>;
   using alloc_type = typename std::allocator_traits<op_allocator_t<Handler>>::template rebind_alloc<run_op>;
