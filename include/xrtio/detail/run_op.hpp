@@ -424,7 +424,8 @@ class run_op final : public Base {
       // larger than its small buffer (an any_io_executor holding a strand)
       // allocates, and this function is noexcept (the failure ended the
       // process: a helper's probe, a rejected run on a strand in
-      // any_io_executor, test "...the executor's copy...").
+      // any_io_executor; test "async_run: an allocation failing while a
+      // completion is posted to a strand held in an any_io_executor...").
       auto ex = asio::prefer(*live->work_, asio::execution::outstanding_work.untracked);
       // A type-erased executor (any_io_executor, use_awaitable's) ignores the
       // allocator property and wraps the function in a heap allocation; post
