@@ -42,7 +42,15 @@ thread_local int t_fail_in = 0;
 thread_local int t_fail_more = 0;
 thread_local int t_failures = 0;  // allocations made to fail on this thread so far
 
-void maybe_fail() {
+// Armed by a test for allocations on threads it cannot reach (a simulated
+// compute unit's): the next allocation of at least this many bytes, on any
+// thread, throws std::bad_alloc (0: none).
+std::atomic<std::size_t> g_fail_size_at_least{0};
+
+void maybe_fail(std::size_t n) {
+  if (std::size_t at = g_fail_size_at_least.load(std::memory_order_relaxed);
+      at != 0 && n >= at && g_fail_size_at_least.compare_exchange_strong(at, 0))
+    throw std::bad_alloc();
   if (t_fail_in > 0 && --t_fail_in == 0) {
     if (t_fail_more > 0) t_fail_in = 1, --t_fail_more;
     ++t_failures;
@@ -75,7 +83,7 @@ void* aligned(std::size_t n, std::align_val_t a) {
 }  // namespace
 
 void* operator new(std::size_t n) {
-  maybe_fail();
+  maybe_fail(n);
   note_allocation(n);
   return checked(std::malloc(n ? n : 1));
 }
@@ -92,7 +100,7 @@ void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
   return std::malloc(n ? n : 1);
 }
 void* operator new(std::size_t n, std::align_val_t a) {
-  maybe_fail();
+  maybe_fail(n);
   note_allocation(n);
   return checked(aligned(n ? n : 1, a));
 }
@@ -918,6 +926,52 @@ TEST_CASE("an allocation failing while a runtime or a simulated device starts it
     CHECK(made);
     CHECK(threw >= 2);
   }
+}
+
+TEST_CASE("sim: an allocation failing while the queue must grow for a new run fails that run's making, never a "
+          "compute unit's thread") {
+  // The device's queue holds 4096 runs from the start. Before, it grew on a
+  // push, under the device mutex, on whichever thread drained the inbox: a
+  // compute unit waking for the first run due, here, where std::bad_alloc
+  // left the thread's function and ended the process (found by a helper's
+  // audit). Now the queues grow when a run is made, and a failure is
+  // make_run's. The allocation made to fail is the next one of at least
+  // 100 KiB, on any thread: the queue's growth past 4096 entries (128 KiB).
+  xrtio::sim::device_config cfg;
+  cfg.compute_units = 1;
+  cfg.latency.fixed = std::chrono::milliseconds(500);  // all queued before the first is due
+  auto ctx = xrtio::sim::open(std::move(cfg));
+  auto k = ctx.kernel("noop");
+  constexpr int reserved = 4096;
+  std::vector<xrtio::backend::native_run_ptr> runs;
+  runs.reserve(reserved + 2);
+  for (int i = 0; i < reserved; ++i) {
+    runs.push_back(k.native().make_run());
+    runs.back()->start();
+  }
+  g_fail_size_at_least = 100 * 1024;
+  bool threw = false;
+  try {
+    auto r = k.native().make_run();
+    r->start();
+    runs.push_back(std::move(r));
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  // Still armed if nothing grew on this thread: the compute unit's drain
+  // takes it at the first due run (the old code's std::terminate).
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  bool unarmed = g_fail_size_at_least.exchange(0) == 0;
+  runs.push_back(k.native().make_run());  // a later run is made and runs
+  runs.back()->start();
+  int completed = 0;
+  for (auto& r : runs)
+    if (r->wait_for(std::chrono::seconds(20)) == xrtio::run_state::completed) ++completed;
+  MESSAGE("the queue's growth failed " << std::string(threw ? "in make_run (bad_alloc to the caller)" : "elsewhere") << ", "
+                                       << completed << " of " << runs.size() << " runs completed");
+  CHECK(threw);
+  CHECK(unarmed);
+  CHECK(completed == static_cast<int>(runs.size()));
 }
 
 TEST_CASE("async_run: an allocation failing while a completion is posted to a strand held in an any_io_executor "

@@ -12,11 +12,11 @@
 
 namespace xrtio::sim::detail {
 
-/// Room for a deep queue (64 KiB), so that submissions rarely reallocate it
-/// under the device mutex. Past it the queue grows by doubling, once per new
-/// depth in a device's life; at 1024 the bench's cells at 4096 runs in
-/// flight caught such a growth in their windows (counted as allocations per
-/// run, 5e-6 to 1.4e-5, in every sweep's JSON).
+/// Room for a deep queue (64 KiB) from the start. Past it the queues grow
+/// when runs are made (admit_run), by doubling. (When the queue grew on a
+/// push instead, at 1024 the bench's cells at 4096 runs in flight caught a
+/// growth in their windows: allocations per run of 5e-6 to 1.4e-5 in every
+/// sweep's JSON.)
 constexpr std::size_t initial_queue_capacity = 4096;
 
 sim_device_impl::sim_device_impl(device_config cfg) : cfg_(std::move(cfg)) {
@@ -33,6 +33,8 @@ sim_device_impl::sim_device_impl(device_config cfg) : cfg_(std::move(cfg)) {
   // with threads_ would end the process (std::terminate).
   try {
     heap_.reserve(initial_queue_capacity);
+    parked_.reserve(initial_queue_capacity);
+    executing_list_.reserve(cfg_.compute_units);  // a unit executes one run at a time
     threads_.reserve(cfg_.compute_units);
     for (unsigned i = 0; i < cfg_.compute_units; ++i) cus_.push_back(std::make_unique<cu_slot>());
     for (unsigned i = 0; i < cfg_.compute_units; ++i) threads_.emplace_back([this, i] { compute_unit(*cus_[i]); });
@@ -107,6 +109,27 @@ void sim_device_impl::add_fault(fault_rule rule) {
 void sim_device_impl::lose() {
   std::lock_guard lock(mutex_);
   lose_locked();
+}
+
+// Each run is at most once in the queue and at most once parked, so
+// queues whose capacity covers every run made never grow on a push. Pushes
+// happen on whichever thread holds the mutex: a compute unit (a drain, a
+// timed hang queued again, a hang parked), where a std::bad_alloc escaped
+// the thread's function and ended the process, and a submitter draining
+// others' runs, where it left the rest of the inbox drained and queued
+// nowhere. Growing here instead, on the thread making a run, reports the
+// failure to that run's caller (make_run throws), before anything is
+// shared. Runs are pooled, so this is not on the path of a run in steady
+// state. Test "sim: an allocation failing while the queue must grow...".
+void sim_device_impl::admit_run() {
+  std::lock_guard lock(mutex_);
+  std::size_t need = runs_made_ + 1;
+  auto grow = [need](auto& v) {
+    if (v.capacity() < need) v.reserve(std::max(need, 2 * v.capacity()));
+  };
+  grow(heap_);
+  grow(parked_);
+  runs_made_ = need;
 }
 
 // Without fault rules, the run enters the inbox without the mutex and the

@@ -21,6 +21,7 @@ sim_kernel::sim_kernel(kernel_def def, sim_device_impl* d) : def_(std::move(def)
 
 backend::native_run_ptr sim_kernel::make_run() {
   if (auto* r = pool_.take()) return backend::native_run_ptr(r);
+  device_->admit_run();  // before the run exists: a failure leaves nothing to undo
   return backend::native_run_ptr(new sim_run(this, device_));
 }
 

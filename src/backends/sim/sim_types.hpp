@@ -176,7 +176,10 @@ class sim_device_impl final : public device {
   void add_fault(fault_rule rule) override;
   void lose() override;
 
-  // ---- called by runs ----
+  // ---- called by runs and kernels ----
+  /// Before a new run is made: room in the queues for one more run
+  /// (admit_run in sim_device.cpp). Throws std::bad_alloc.
+  void admit_run();
   void submit(sim_run* r);
   /// Aborts `r` (abort_run) and counts it in long_aborts if it took longer than long_abort_threshold.
   backend::abort_outcome abort(sim_run* r);
@@ -236,9 +239,13 @@ class sim_device_impl final : public device {
   std::map<std::string, std::shared_ptr<sim_kernel>> kernels_;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<cu_slot>> cus_;
+  // Never grown while a run is in them: their capacity covers every run
+  // made (admit_run) or every compute unit (executing_list_), so a push on
+  // a compute unit's thread, which has no caller to report to, cannot throw.
   std::vector<queued> heap_;  // min-heap by due time
   std::vector<sim_run*> parked_;
   std::vector<sim_run*> executing_list_;
+  std::size_t runs_made_ = 0;  // runs admitted (admit_run), under mutex_
   std::vector<std::thread> threads_;
   device_stats stats_;  // but started: started_
   // Runs submitted and not yet in heap_: a lock-free stack (through
