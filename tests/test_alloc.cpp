@@ -24,6 +24,7 @@
 
 #include "reactor_support.hpp"
 #include "xrtio/detail/completion_service.hpp"  // the registry: its table and its count of reads not registered
+#include "xrtio/detail/static_block_pool.hpp"    // the waker's pool, taken whole by a test
 #include "xrtio/xrtio.hpp"
 
 // operator delete frees what our operator new took from malloc.
@@ -887,6 +888,61 @@ std::size_t threads_settled(std::size_t expected) {
   return n;
 }
 }  // namespace
+
+TEST_CASE("in-loop: a wake-up whose function cannot be allocated (static pool taken, heap failing) still wakes the "
+          "blocked driver and never ends the process") {
+  // A run submitted from another thread wakes the blocked driver through
+  // its waker, called in a noexcept function. Its function comes from the
+  // static pool, else the heap; with both failing, the std::bad_alloc ended
+  // the process (found by a helper's audit). Now the driver's own reserve
+  // block carries the wake-up. Each submission here finds the driver
+  // blocked (nothing in flight, 20 ms after the last run) with every
+  // static block taken, and the first heap allocation on this thread made
+  // to fail. The runs bring their own allocator (block_arena), so the
+  // waker's is the only one.
+  xrtio::runtime rt(xrtio::runtime_options{.reactor_thread = false});
+  auto ctx = xrtio::sim::open();
+  ctx.bind(rt);
+  auto k = ctx.kernel("noop");
+  asio::io_context io;
+  auto guard = asio::make_work_guard(io);
+  std::thread driver([&] { xrtio::run(io, rt); });
+  block_arena arena;
+  std::atomic<int> finished{0};
+  auto submit = [&] {
+    xrtio::async_run(k, asio::bind_allocator(arena_allocator<void>(&arena),
+                                             asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result r) {
+                                               if (!ec && r.ok()) finished.fetch_add(1);
+                                             })));
+  };
+  auto wait_for = [&](int n) {
+    for (int i = 0; i < 5000 && finished.load() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return finished.load() >= n;
+  };
+  submit();  // warms the arena and the driver
+  REQUIRE(wait_for(1));
+  std::vector<void*> held;
+  using pool = xrtio::detail::static_block_pool;
+  while (pool::in_use() < pool::block_count) held.push_back(pool::allocate(pool::block_size));
+  constexpr int rounds = 20;
+  int failed_wakes = 0, all_finished = 1;
+  for (int i = 0; i < rounds; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the driver blocks meanwhile
+    t_fail_in = 1;
+    submit();
+    if (t_fail_in == 0) ++failed_wakes;  // the waker's heap allocation was the one made to fail
+    t_fail_in = 0;
+    if (wait_for(2 + i)) ++all_finished;
+  }
+  for (void* b : held) pool::deallocate(b);
+  guard.reset();
+  driver.join();
+  MESSAGE("in-loop: " << failed_wakes << " of " << rounds << " wake-ups had no memory but the reserve; "
+                      << finished.load() << " of " << rounds + 1 << " runs completed");
+  CHECK(failed_wakes >= rounds / 2);
+  CHECK(all_finished == rounds + 1);
+  CHECK(finished.load() == rounds + 1);
+}
 
 TEST_CASE("an allocation failing while a runtime or a simulated device starts its threads leaves no thread behind "
           "and does not end the process") {

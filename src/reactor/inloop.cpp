@@ -24,6 +24,7 @@ namespace xrtio {
 namespace {
 using clock = std::chrono::steady_clock;
 using detail::reactor;
+using detail::static_block_pool;
 
 // Handlers run between two passes of the driver at most. poll_one() per
 // handler costs a little more than one poll() for all: each call sets up
@@ -217,6 +218,61 @@ class deadline_timer {
   std::shared_ptr<std::atomic<std::size_t>> own_ = std::make_shared<std::atomic<std::size_t>>(0);
 };
 
+// The waker's last resort: one block of its own, for when its wake-up's
+// function can be had neither from the static pool (all 64 blocks taken)
+// nor from the heap. The waker is called in a noexcept function
+// (reactor::wake_driver); a std::bad_alloc from it ended the process (found
+// by a helper's audit). A wake-up lost instead could leave a driver asleep
+// with a run submitted. The block cannot be taken twice: while one wake-up
+// in it is queued, the driver's block ends anyway (a handler is ready), so
+// a second wake-up is not needed then. Held by shared_ptr, from the
+// allocator the queued function keeps, as the io_context may run or
+// destroy that function after run() returned.
+struct wake_reserve {
+  std::atomic<bool> taken{false};
+  alignas(std::max_align_t) std::byte block[static_block_pool::block_size];
+};
+
+template <class T>
+struct reserve_allocator {
+  using value_type = T;
+  std::shared_ptr<wake_reserve> reserve;
+  explicit reserve_allocator(std::shared_ptr<wake_reserve> r) noexcept : reserve(std::move(r)) {}
+  template <class U>
+  reserve_allocator(const reserve_allocator<U>& o) noexcept : reserve(o.reserve) {}
+  T* allocate(std::size_t n) {
+    if (n * sizeof(T) > sizeof reserve->block || reserve->taken.exchange(true, std::memory_order_acquire))
+      throw std::bad_alloc();
+    return reinterpret_cast<T*>(reserve->block);
+  }
+  void deallocate(T*, std::size_t) noexcept { reserve->taken.store(false, std::memory_order_release); }
+  template <class U>
+  bool operator==(const reserve_allocator<U>& o) const noexcept {
+    return reserve == o.reserve;
+  }
+};
+
+struct driver_wake {
+  asio::io_context& io;
+  std::shared_ptr<wake_reserve> reserve = std::make_shared<wake_reserve>();
+
+  static void wake(void* p) noexcept {
+    auto& d = *static_cast<driver_wake*>(p);
+    auto ex = asio::require(d.io.get_executor(), asio::execution::blocking.never);
+    try {
+      asio::execution::execute(asio::prefer(ex, asio::execution::allocator(detail::static_block_allocator<void>())),
+                               [] {});
+    } catch (...) {
+      try {
+        asio::execution::execute(asio::prefer(ex, asio::execution::allocator(reserve_allocator<void>(d.reserve))),
+                                 [] {});
+      } catch (...) {
+        // The reserve's wake-up is still queued: it ends the block.
+      }
+    }
+  }
+};
+
 // Sleeps in the io_context until a handler ran, a wake-up (a no-op handler
 // posted by reactor::wake) or `until`. Returns the user's handlers run.
 std::size_t block(asio::io_context& io, reactor& rx, deadline_timer& timer, clock::time_point until) {
@@ -238,15 +294,10 @@ std::size_t run(asio::io_context& io, runtime& rt) {
   // The waker runs on other threads (submitters, pool workers, device
   // callbacks) while the driver blocks: there Asio has no recycled memory,
   // and a plain post took a heap block per wake-up (a pool read's every
-  // completion). Its no-op function takes a block of the static pool.
-  rx.attach_driver(
-      [](void* p) {
-        auto& ctx = *static_cast<asio::io_context*>(p);
-        asio::execution::execute(asio::prefer(asio::require(ctx.get_executor(), asio::execution::blocking.never),
-                                              asio::execution::allocator(detail::static_block_allocator<void>())),
-                                 [] {});
-      },
-      &io);
+  // completion). Its no-op function takes a block of the static pool, or
+  // the driver's reserve (driver_wake).
+  driver_wake waker{io};
+  rx.attach_driver(&driver_wake::wake, &waker);
   driver_guard guard{rx};
   file_watch watch(io);  // destroyed before guard: released while attached
   deadline_timer timer(io);
