@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "observing_device.hpp"
 #include "reactor_support.hpp"
 #include "xrtio/detail/completion_service.hpp"  // the registry: its table and its count of reads not registered
 #include "xrtio/detail/static_block_pool.hpp"    // the waker's pool, taken whole by a test
@@ -982,6 +983,43 @@ TEST_CASE("an allocation failing while a runtime or a simulated device starts it
     CHECK(made);
     CHECK(threw >= 2);
   }
+}
+
+TEST_CASE("context: an allocation failing while a buffer's record is made releases the budget's charge only after "
+          "the native buffer is gone") {
+  // Invariant 7: a charge outlives the memory it stands for. The native
+  // buffer is made first, then its record (the tracker, the ring slots);
+  // each allocation of an alloc() is made to fail in turn, and the budget's
+  // use is seen at every native destruction.
+  btest::observations obs;
+  xrtio::memory_budget budget(1 << 20);
+  obs.budget = &budget;
+  xrtio::context ctx(std::make_shared<btest::observing_device>(&obs), budget);
+  int threw = 0, after_native = 0;
+  bool made = false;
+  for (int n = 1; n <= 40 && !made; ++n) {
+    CAPTURE(n);
+    std::size_t frees = obs.used_at_free.size();
+    t_fail_in = n;
+    try {
+      auto b = ctx.alloc(4096);
+      made = t_fail_in != 0;
+      t_fail_in = 0;
+    } catch (const std::exception& e) {  // bad_alloc, or backend_failure from inside the device's alloc
+      t_fail_in = 0;
+      ++threw;
+      if (obs.used_at_free.size() > frees) {  // failed after the native buffer was made
+        ++after_native;
+        CHECK(obs.used_at_free.size() == frees + 1);
+        CHECK(obs.used_at_free.back() == 4096);  // still charged while the memory went
+      }
+    }
+    CHECK(budget.used() == 0);
+  }
+  MESSAGE("context::alloc threw for " << threw << " allocations, " << after_native
+                                                 << " of them after the native buffer was made");
+  CHECK(made);
+  CHECK(after_native >= 1);
 }
 
 TEST_CASE("sim: an allocation failing while the queue must grow for a new run fails that run's making, never a "

@@ -31,18 +31,29 @@ std::optional<memory_budget> context::budget() const {
 
 buffer context::wrap(std::unique_ptr<backend::native_buffer> native, std::size_t size, memory_reservation charge,
                      bool imported) {
-  auto s = std::make_shared<detail::buffer_state>();
+  // Everything that can throw comes first; a failure destroys the native
+  // buffer here, before the charge goes (invariant 7). The charge used to
+  // be in the record when the tracker's allocation failed, and the record
+  // went first, releasing it while the memory was still held (test
+  // "context: an allocation failing while a buffer's record is made...").
+  std::shared_ptr<detail::buffer_state> s;
+  try {
+    s = std::make_shared<detail::buffer_state>();
+    s->tracker = std::make_shared<detail::access_tracker>(size);
+    // Made now, not by the buffer's first transfer through a ring: that one
+    // may come in a server's steady state, which allocates nothing
+    // (docs/DESIGN.md, "File I/O", "Registered files and fixed buffers").
+    if (native && native->pinnable_host_memory())
+      s->rings.store(new detail::ring_registrations, std::memory_order_release);
+  } catch (...) {
+    native.reset();
+    throw;
+  }
   s->context = state_;
   s->charge = std::move(charge);
-  s->tracker = std::make_shared<detail::access_tracker>(size);
   s->native = std::move(native);
   s->size = size;
   s->imported = imported;
-  // Made now, not by the buffer's first transfer through a ring: that one
-  // may come in a server's steady state, which allocates nothing
-  // (docs/DESIGN.md, "File I/O", "Registered files and fixed buffers").
-  if (s->native && s->native->pinnable_host_memory())
-    s->rings.store(new detail::ring_registrations, std::memory_order_release);
   return buffer(std::move(s));
 }
 
