@@ -143,11 +143,16 @@ class file {
   /// Opens `path`. Throws xrtio::error: invalid_option (no access mode in
   /// `mode`, chunk_size 0, queue_depth outside 1..64), or the system's code
   /// (std::system_category: ENOENT, EACCES, EISDIR for write access to a
-  /// directory, ...) naming the path.
+  /// directory, EMFILE, ...) naming the path. Under O_DIRECT with
+  /// misaligned_policy::bounce it opens the file twice (the second time
+  /// without O_DIRECT, for misaligned pieces); either failing throws.
   static file open(const std::filesystem::path& path, file_mode mode, file_options options = {});
   /// Takes ownership of `fd` (a file, a pipe, a socket). O_DIRECT is in
   /// effect only if the descriptor already has it. Throws xrtio::error
-  /// invalid_option for fd < 0 or bad options.
+  /// invalid_option for fd < 0 or bad options, the system's code when an
+  /// O_DIRECT descriptor under misaligned_policy::bounce cannot be reopened
+  /// without O_DIRECT (EMFILE, ...), or std::bad_alloc; after any throw the
+  /// descriptor is still the caller's, open.
   static file adopt(int fd, file_options options = {});
 
   explicit operator bool() const noexcept { return state_ != nullptr; }

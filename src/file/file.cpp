@@ -41,9 +41,16 @@ void check(const file_options& o) {
 std::error_code sys(int e) { return {e, std::system_category()}; }
 
 // The same file without O_DIRECT, for misaligned pieces (bounce policy).
-int reopen_buffered(int fd, int flags) {
+// Throws the system's error: without it, every misaligned transfer would
+// fail with misaligned although the caller asked for bounce (it used to be
+// -1 silently; test "file io: an O_DIRECT file whose descriptor for
+// misaligned pieces cannot be made...").
+int reopen_buffered(int fd, int flags, const std::string& what) {
   std::string self = "/proc/self/fd/" + std::to_string(fd);
-  return ::open(self.c_str(), (flags & ~(O_DIRECT | O_CREAT | O_TRUNC | O_EXCL)) | O_CLOEXEC);
+  int b = ::open(self.c_str(), (flags & ~(O_DIRECT | O_CREAT | O_TRUNC | O_EXCL)) | O_CLOEXEC);
+  if (b < 0)
+    throw error(sys(errno), what + ": the descriptor without O_DIRECT for misaligned pieces (misaligned_policy::bounce)");
+  return b;
 }
 
 bool is_aligned(std::uint64_t v) { return v % file::direct_alignment == 0; }
@@ -152,7 +159,7 @@ file file::open(const std::filesystem::path& path, file_mode mode, file_options 
   struct stat st{};
   if (::fstat(s->fd, &st) == 0) s->stream = S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode);
   if (s->direct && options.on_misaligned == misaligned_policy::bounce)
-    s->buffered_fd = detail::reopen_buffered(s->fd, flags);
+    s->buffered_fd = detail::reopen_buffered(s->fd, flags, "file::open " + path.string());
   return file(std::move(s));
 }
 
@@ -167,7 +174,14 @@ file file::adopt(int fd, file_options options) {
   if (options.direct && !s->direct) s->fallback_reason = "adopted descriptor was not opened with O_DIRECT";
   struct stat st{};
   if (::fstat(fd, &st) == 0) s->stream = S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode);
-  if (s->direct && options.on_misaligned == misaligned_policy::bounce) s->buffered_fd = detail::reopen_buffered(fd, flags);
+  if (s->direct && options.on_misaligned == misaligned_policy::bounce) {
+    try {
+      s->buffered_fd = detail::reopen_buffered(fd, flags, "file::adopt");
+    } catch (...) {
+      s->fd = -1;  // a throw leaves the descriptor the caller's (file.hpp)
+      throw;
+    }
+  }
   return file(std::move(s));
 }
 
