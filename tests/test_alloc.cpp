@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <execinfo.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <asio.hpp>
@@ -1020,6 +1021,27 @@ TEST_CASE("context: an allocation failing while a buffer's record is made releas
                                                  << " of them after the native buffer was made");
   CHECK(made);
   CHECK(after_native >= 1);
+}
+
+TEST_CASE("retained runs: the registry's first use allocates nothing, so a noexcept caller cannot fail there") {
+  // retained_runs() and keep_retained are noexcept; the registry was made
+  // on the heap at its first use, and a failure there ended the process.
+  // A child process makes that first use (CTest runs this case alone; in a
+  // run of the whole binary an earlier case may have made it already, and
+  // then the child proves nothing, which it reports).
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    t_fail_in = 1;
+    std::size_t n = xrtio::retained_runs();
+    ::_exit(n == 0 && t_fail_in == 1 ? 0 : 4);  // no allocation was made
+  }
+  int st = 0;
+  REQUIRE(::waitpid(pid, &st, 0) == pid);
+  int signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+  CHECK(signal == 0);
+  CHECK(WIFEXITED(st));
+  if (WIFEXITED(st)) CHECK(WEXITSTATUS(st) == 0);
 }
 
 TEST_CASE("sim: an allocation failing while the queue must grow for a new run fails that run's making, never a "

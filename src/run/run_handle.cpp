@@ -86,9 +86,11 @@ run_state abort_or_retain(detail::run_core& core, bool& retained) {
     if (is_final(s)) return s;
   }
   retained = true;
-  auto ticket = std::make_shared<detail::abort_ticket>();
-  ticket->set(detail::abort_ticket::refused);
-  core.retain(std::move(ticket));
+  // No ticket: the abort is over (refused, or done without a final state
+  // in time), which is what no ticket means to reap_retained(). A ticket
+  // made here was an allocation in noexcept callers (wait(ec), the
+  // destructor) for no information.
+  core.retain(nullptr);
   return run_state::running;
 }
 }  // namespace
