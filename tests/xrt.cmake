@@ -86,6 +86,18 @@ else()
   target_compile_definitions(test_xrt_hook PRIVATE ${_xrtio_xrt_defs})
   add_dependencies(test_xrt_hook xrtio-mkxclbin)
 
+  # The backend when memory runs out. Replaces the global operator new: its own executable.
+  xrtio_test(test_xrt_alloc test_xrt_alloc.cpp)
+  # The backend's private types (xrt_types.hpp includes backends/run_pool.hpp).
+  target_include_directories(test_xrt_alloc PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/src/backends/xrt)
+  target_link_libraries(test_xrt_alloc PRIVATE XRT::xrt_coreutil)
+  target_compile_definitions(test_xrt_alloc PRIVATE ${_xrtio_xrt_defs})
+  add_dependencies(test_xrt_alloc xrtio-mkxclbin)
+
+  # use_noop_device's temporary root, set up in forked children (the setup
+  # is once per process): the parent process never sets it up.
+  xrtio_test(test_xrt_noop_root test_xrt_noop_root.cpp)
+
   # XRT's no-op device completing at once (delay 0: its own process).
   xrtio_test(test_xrt_wakeups test_xrt_wakeups.cpp)
   target_compile_definitions(test_xrt_wakeups PRIVATE ${_xrtio_xrt_defs})

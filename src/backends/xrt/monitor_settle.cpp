@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 
 namespace xrtio::xrt_backend::detail {
@@ -38,16 +39,19 @@ char thread_state(pid_t tid) {
 
 std::vector<pid_t> process_threads() {
   std::vector<pid_t> ids;
-  DIR* d = ::opendir("/proc/self/task");
+  // Closed on every way out: push_back can throw std::bad_alloc mid-listing.
+  struct closer {
+    void operator()(DIR* d) const noexcept { ::closedir(d); }
+  };
+  std::unique_ptr<DIR, closer> d(::opendir("/proc/self/task"));
   if (!d) return ids;
-  while (dirent* e = ::readdir(d))
+  while (dirent* e = ::readdir(d.get()))
     if (e->d_name[0] != '.') ids.push_back(static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10)));
-  ::closedir(d);
   return ids;
 }
 
 bool settle_new_threads(const std::vector<pid_t>& before, std::chrono::milliseconds limit, int readings,
-                        std::chrono::microseconds gap) {
+                        std::chrono::microseconds gap) noexcept try {
   // The system call, not gettid(3): glibc has that only from 2.30, and XRT
   // 2.13 is also built for older ones.
   const auto self = static_cast<pid_t>(::syscall(SYS_gettid));
@@ -70,6 +74,8 @@ bool settle_new_threads(const std::vector<pid_t>& before, std::chrono::milliseco
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(gap);
   }
+} catch (...) {
+  return false;  // a reading could not be made (no memory for the list): not seen asleep
 }
 
 }  // namespace xrtio::xrt_backend::detail

@@ -24,15 +24,19 @@
 namespace xrtio::xrt_backend::detail {
 
 /// The process's threads (their ids), read from /proc/self/task; empty
-/// where that cannot be read.
+/// where that cannot be read. Throws std::bad_alloc when the list cannot
+/// grow, with the directory closed again.
 std::vector<pid_t> process_threads();
 
 /// Waits until every thread of the process that is not in `before` (and is
 /// not the caller) has been asleep (state S in /proc) in `readings`
 /// consecutive readings `gap` apart, or until `limit` has passed; returns at
 /// once when the first reading finds no such thread. Returns whether they
-/// were seen asleep (false: the limit passed first).
+/// were seen asleep (false: the limit passed first, or a reading could not
+/// be made for want of memory). Never throws: it is called with a freshly
+/// opened xrt::kernel in hand (xrt_device_impl::kernel), which an exception
+/// would destroy in place, outside the no-op driver's guard (noop_guard.hpp).
 bool settle_new_threads(const std::vector<pid_t>& before, std::chrono::milliseconds limit,
-                        int readings = 3, std::chrono::microseconds gap = std::chrono::microseconds(500));
+                        int readings = 3, std::chrono::microseconds gap = std::chrono::microseconds(500)) noexcept;
 
 }  // namespace xrtio::xrt_backend::detail

@@ -1,6 +1,7 @@
 // use_noop_device: points XRT at its built-in no-op device through a
 // temporary XILINX_XRT root, so the XRT suites run without hardware
 // (docs/DESIGN.md, "Testing without hardware: the no-op device").
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,13 +30,18 @@ constexpr const char* noop_driver = "libxrt_noop.so.2";
 constexpr std::size_t realpath_size = PATH_MAX;
 /// The temporary root's lib directory: only read, by XRT.
 constexpr mode_t lib_dir_mode = 0755;
+/// The root's entries, relative to it.
+constexpr const char* lib_dir = "lib";
+constexpr const char* lib_driver_link = "lib/libxrt_noop.so.2";
+constexpr const char* ini_name = "xrt.ini";
 
 struct noop_state {
   std::mutex mutex;
   bool configured = false;
+  bool exit_removal = false;  // remove_noop_root is registered with std::atexit
   std::chrono::microseconds delay{0};
-  std::string root;
-  bool owns_ini = false;
+  std::string root;  // once configured: the temporary root XRT reads
+  pid_t owner = 0;   // the process that made it
 };
 
 noop_state& noop() {
@@ -43,13 +51,42 @@ noop_state& noop() {
 
 std::string driver_in(const std::string& dir) { return dir + "/" + noop_driver; }
 
+// Everything a root can hold: the driver's link, lib/, and xrt.ini (any
+// xrt.ini in it is ours, the directory is a fresh mkdtemp one). What is
+// not there fails to unlink, harmlessly. Relative to the root's descriptor,
+// so no path is built: nothing to allocate (it runs at exit and in a
+// destructor) and no full path to be too long.
+void remove_root(const std::string& root) noexcept {
+  int dir = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::unlinkat(dir, lib_driver_link, 0);
+    ::unlinkat(dir, ini_name, 0);
+    ::unlinkat(dir, lib_dir, AT_REMOVEDIR);
+    ::close(dir);
+  }
+  ::rmdir(root.c_str());
+}
+
+// At exit XRT is done with the root (it loaded its driver and read its
+// xrt.ini when it first needed them). Not before: a device may be opened
+// at any time, and children inherit XILINX_XRT and XRT_INI_PATH pointing
+// into it. Only in the process that made it: a forked child's exit would
+// otherwise remove its parent's root while the parent still uses it. A
+// process that ends without exit() (a signal, _exit, abort) leaves it
+// behind, named xrtio-noop-XXXXXX in $TMPDIR.
 void remove_noop_root() {
   auto& s = noop();
-  if (s.root.empty()) return;
-  ::unlink(driver_in(s.root + "/lib").c_str());
-  if (s.owns_ini) ::unlink((s.root + "/xrt.ini").c_str());
-  ::rmdir((s.root + "/lib").c_str());
-  ::rmdir(s.root.c_str());
+  if (s.root.empty() || ::getpid() != s.owner) return;
+  remove_root(s.root);
+}
+
+// Registered once, before anything is made, where a failure can still be
+// reported: a root made without its removal registered would outlive the process.
+void register_exit_removal(noop_state& s) {
+  if (s.exit_removal) return;
+  if (std::atexit(remove_noop_root) != 0)
+    throw error(errc::backend_failure, "use_noop_device: cannot register the temporary directory's removal at exit");
+  s.exit_removal = true;
 }
 
 std::string find_noop_driver() {
@@ -65,34 +102,93 @@ std::string find_noop_driver() {
   return {};
 }
 
-// A fresh directory under $TMPDIR (or /tmp), removed at exit, whose
-// lib/ holds a symlink to the installed no-op driver.
-void make_root(noop_state& s) {
+// A root being set up: removed again, with whatever was made in it, unless
+// the setup completes (nothing reads it yet, and a retry makes a new one).
+class pending_root {
+ public:
+  explicit pending_root(std::string path) noexcept : path_(std::move(path)) {}
+  pending_root(const pending_root&) = delete;
+  pending_root& operator=(const pending_root&) = delete;
+  ~pending_root() {
+    if (!kept_) remove_root(path_);
+  }
+  const std::string& path() const noexcept { return path_; }
+  /// The setup completed: the path, no longer removed here.
+  std::string keep() noexcept {
+    kept_ = true;
+    return std::move(path_);
+  }
+
+ private:
+  std::string path_;
+  bool kept_ = false;
+};
+
+// The installed no-op driver's real path.
+std::string noop_driver_path() {
   auto driver = find_noop_driver();
   if (driver.empty())
     throw error(errc::not_supported, "use_noop_device: XRT's no-op driver libxrt_noop.so.2 is not installed "
                                      "(looked in $XILINX_XRT/lib, /usr/lib/<multiarch>, /opt/xilinx/xrt/lib)");
+  return driver;
+}
+
+// A fresh directory under $TMPDIR (or /tmp). Its path is made before the
+// directory, so nothing that can throw lies between mkdtemp and its
+// pending_root.
+std::string make_temp_dir() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/xrtio-noop-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (!::mkdtemp(buf.data()))
-    throw error(errc::backend_failure, "use_noop_device: mkdtemp(" + tmpl + "): " + std::strerror(errno));
-  s.root = buf.data();
-  std::atexit(remove_noop_root);
-  if (::mkdir((s.root + "/lib").c_str(), lib_dir_mode) != 0 ||
-      ::symlink(driver.c_str(), driver_in(s.root + "/lib").c_str()) != 0)
-    throw error(errc::backend_failure, "use_noop_device: cannot link " + driver + " into " + s.root + ": " +
-                                           std::strerror(errno));
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/xrtio-noop-XXXXXX";
+  if (!::mkdtemp(path.data()))
+    throw error(errc::backend_failure, "use_noop_device: mkdtemp(" + path + "): " + std::strerror(errno));
+  return path;
+}
+
+// The root's lib/ holds a symlink to the installed no-op driver.
+void link_driver(const std::string& root, const std::string& driver) {
+  if (::mkdir((root + "/" + lib_dir).c_str(), lib_dir_mode) != 0 ||
+      ::symlink(driver.c_str(), (root + "/" + lib_driver_link).c_str()) != 0)
+    throw error(errc::backend_failure,
+                "use_noop_device: cannot link " + driver + " into " + root + ": " + std::strerror(errno));
 }
 
 // Unless the caller chose an xrt.ini, an empty one: a stray xrt.ini beside
 // the executable or in the working directory cannot change the device.
-void isolate_ini(noop_state& s) {
-  if (std::getenv("XRT_INI_PATH")) return;
-  std::ofstream((s.root + "/xrt.ini").c_str()) << "# empty: isolates xrtio's no-op device from stray xrt.ini\n";
-  s.owns_ini = true;
-  ::setenv("XRT_INI_PATH", (s.root + "/xrt.ini").c_str(), 1);
+// Returns whether it wrote one (XRT_INI_PATH is to point at it).
+bool write_empty_ini(const std::string& root) {
+  if (std::getenv("XRT_INI_PATH")) return false;
+  std::ofstream f((root + "/" + ini_name).c_str());
+  f << "# empty: isolates xrtio's no-op device from stray xrt.ini\n";
+  f.close();
+  if (!f) throw error(errc::backend_failure, "use_noop_device: cannot write " + root + "/" + ini_name);
+  return true;
+}
+
+void set_env(const char* name, const std::string& value) {
+  if (::setenv(name, value.c_str(), 1) != 0)
+    throw error(errc::backend_failure, std::string("use_noop_device: setenv ") + name + ": " + std::strerror(errno));
+}
+
+// The variables that point XRT at the root, set together: if one cannot be
+// set, those set before are put back as they were, so that none names the
+// root, which the failed setup removes.
+void point_xrt_at(const std::string& root, bool ini) {
+  constexpr const char* names[] = {"XRT_INI_PATH", "XCL_EMULATION_MODE", "XILINX_XRT"};
+  std::optional<std::string> before[std::size(names)];
+  for (std::size_t i = 0; i < std::size(names); ++i)
+    if (const char* v = std::getenv(names[i])) before[i] = v;
+  try {
+    if (ini) set_env(names[0], root + "/" + ini_name);
+    set_env(names[1], "noop");
+    set_env(names[2], root);
+  } catch (...) {
+    for (std::size_t i = 0; i < std::size(names); ++i)
+      if (before[i])
+        ::setenv(names[i], before[i]->c_str(), 1);
+      else
+        ::unsetenv(names[i]);
+    throw;
+  }
 }
 
 void set_completion_delay(std::chrono::microseconds completion_delay) {
@@ -116,10 +212,13 @@ void use_noop_device(std::chrono::microseconds completion_delay) {
   std::lock_guard lock(s.mutex);
   if (s.configured && s.delay == completion_delay) return;
   if (!s.configured) {
-    make_root(s);
-    isolate_ini(s);
-    ::setenv("XCL_EMULATION_MODE", "noop", 1);
-    ::setenv("XILINX_XRT", s.root.c_str(), 1);
+    register_exit_removal(s);
+    auto driver = noop_driver_path();
+    pending_root root(make_temp_dir());  // removed again if a step below fails
+    link_driver(root.path(), driver);
+    point_xrt_at(root.path(), write_empty_ini(root.path()));
+    s.root = root.keep();
+    s.owner = ::getpid();
     s.configured = true;
   }
   set_completion_delay(completion_delay);

@@ -240,8 +240,17 @@ std::shared_ptr<backend::native_kernel> xrt_device_impl::kernel(const std::strin
 #else
   xrt::kernel k = open_kernel(name);
 #endif
-  auto kp = std::make_shared<xrt_kernel>(shared_from_this(), std::move(k), *info, options_.run_pool_size);
-  kernels_[name] = kp;
+  std::shared_ptr<xrt_kernel> kp;
+  try {
+    kp = std::make_shared<xrt_kernel>(shared_from_this(), std::move(k), *info, options_.run_pool_size);
+  } catch (...) {
+    // No memory for the xrt_kernel or its descriptions: `k` was not taken
+    // (xrt_kernel's constructor takes it last), and destroying it may free
+    // command buffers, so it goes as ~xrt_kernel would send it.
+    if (noop_) noop_->destroy(std::move(k));
+    throw;
+  }
+  kernels_[name] = kp;  // if this throws, ~xrt_kernel destroys it
   return kp;
 }
 

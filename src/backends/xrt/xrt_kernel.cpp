@@ -4,6 +4,7 @@
 // no-op driver, making a run and destroying the kernel go through the
 // noop_guard (docs/DESIGN.md, "The no-op driver's buffer map").
 #include <string>
+#include <type_traits>
 
 #include "xrt_fault_hook.hpp"
 #include "xrt_types.hpp"
@@ -13,12 +14,19 @@ namespace xrtio::xrt_backend::detail {
 
 using backend::arg_kind;
 
-xrt_kernel::xrt_kernel(std::shared_ptr<xrt_device_impl> dev, xrt::kernel k, kernel_info info, std::size_t pool_cap)
-    : device_(std::move(dev)), noop_(device_->noop()), kernel_(std::move(k)), info_(std::move(info)), pool_(pool_cap) {
-  for (auto& a : info_.args) args_.push_back(describe(a));
+// The constructor takes its xrt::kernel by a move assignment, its last step.
+static_assert(std::is_nothrow_move_assignable_v<xrt::kernel>);
+
+xrt_kernel::xrt_kernel(std::shared_ptr<xrt_device_impl> dev, xrt::kernel&& k, kernel_info info, std::size_t pool_cap)
+    : device_(std::move(dev)), noop_(device_->noop()), info_(std::move(info)), pool_(pool_cap) {
+  for (auto& a : info_.args) args_.push_back(describe(k, a));
+  // Last, and it cannot throw: had anything above thrown (no memory for the
+  // descriptions), kernel_ would be destroyed in place with the rest,
+  // outside the no-op driver's guard, as ~xrt_kernel's body does not run.
+  kernel_ = std::move(k);
 }
 
-backend::arg_desc xrt_kernel::describe(const arg_info& a) {
+backend::arg_desc xrt_kernel::describe(const xrt::kernel& k, const arg_info& a) {
   backend::arg_desc d;
   d.name = a.name;
   d.kind = a.kind;
@@ -27,7 +35,7 @@ backend::arg_desc xrt_kernel::describe(const arg_info& a) {
   if (a.kind == arg_kind::buffer) {
     // XRT's own answer (it intersects the banks of all compute units).
     try {
-      d.group_id = kernel_.group_id(static_cast<int>(a.index));
+      d.group_id = k.group_id(static_cast<int>(a.index));
     } catch (const std::exception&) {
       d.group_id = a.group_id < 0 ? 0 : a.group_id;
     }

@@ -5,10 +5,12 @@
 // (docs/DESIGN.md, "The no-op driver's buffer map"); state and wait do not
 // reach its buffer map.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <typeinfo>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "xrt_fault_hook.hpp"
@@ -31,31 +33,39 @@ using backend::arg_kind;
 
 // Runs that were released while not final (a caller bug the layers above
 // prevent). Destroying them would abort the process or corrupt the next
-// command (docs/DESIGN.md, invariant 2), so they are kept, deliberately, for good.
-void keep_forever(xrt::run r) noexcept {
-  static auto* kept = new std::vector<xrt::run>;
-  static std::mutex m;
-  std::lock_guard lock(m);
-  try {
-    kept->push_back(std::move(r));
-  } catch (...) {
-    new xrt::run(std::move(r));  // may leak; must not destroy
-  }
+// command (docs/DESIGN.md, invariant 2), so they are kept, deliberately, for
+// good: the whole xrt_run, its xrt::run inside, is never deleted. It is
+// linked here through its pool_next (it is in no pool any more), so keeping
+// one allocates nothing and cannot fail, where release() could not report a
+// failure (it is noexcept); the list also keeps them reachable, so a leak
+// checker sees them kept rather than lost.
+std::atomic<xrt_run*> kept_runs{nullptr};
+
+void keep_forever(xrt_run* r) noexcept {
+  xrt_run* head = kept_runs.load(std::memory_order_relaxed);
+  do r->pool_next = head;
+  while (!kept_runs.compare_exchange_weak(head, r, std::memory_order_release, std::memory_order_relaxed));
 }
+
+// The constructor takes its xrt::run by a move assignment, its last step.
+static_assert(std::is_nothrow_move_assignable_v<xrt::run>);
 
 }  // namespace
 
 xrt_run::xrt_run(xrt_kernel* k, xrt::run&& r)
     : kernel_(k),
       noop_(k->noop()),
-      packet_(noop_ ? r.get_ert_packet() : nullptr),
+      packet_(r.get_ert_packet()),
       set_(k->args().size(), false),
-      bound_(k->args().size(), 0),
-      run_(std::move(r)) {
+      bound_(k->args().size(), 0) {
   // What state() reads past this object: XRT's run implementation (its
   // command's address) and the command packet (the state itself). The
   // command object between them is XRT's own and has no public address.
-  set_state_memory(run_.get_handle().get(), run_.get_ert_packet());
+  set_state_memory(r.get_handle().get(), packet_);
+  // Last, and it cannot throw: had anything above thrown, run_ would be
+  // destroyed in place, outside the no-op driver's guard; the caller
+  // (xrt_kernel::make_run) still owns `r` and destroys it under the guard.
+  run_ = std::move(r);
 }
 
 xrt_run::~xrt_run() {
@@ -204,8 +214,7 @@ void xrt_run::release() noexcept {
   // the no-op device (docs/PERFORMANCE.md, "Per-run costs on the io thread").
   if (started_ && !is_final(last_.load(std::memory_order_relaxed)) && !is_final(state())) {
     std::fputs("xrtio: an XRT run was released before reaching a final state; keeping it alive\n", stderr);
-    keep_forever(std::move(run_));
-    delete this;  // run_ was moved out: nothing left in flight here
+    keep_forever(this);  // never deleted: its xrt::run stays alive with it
     return;
   }
   std::fill(set_.begin(), set_.end(), false);

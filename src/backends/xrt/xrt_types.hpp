@@ -104,7 +104,7 @@ class xrt_run final : public backend::native_run {
 
   xrt::run& native() noexcept { return run_; }
 
-  xrt_run* pool_next = nullptr;  // run_pool's link while idle
+  xrt_run* pool_next = nullptr;  // run_pool's link while idle; keep_forever's (xrt_run.cpp) once kept
 
  private:
   [[noreturn]] void fail(errc code, unsigned index, const std::string& what) const;
@@ -113,7 +113,7 @@ class xrt_run final : public backend::native_run {
 
   xrt_kernel* kernel_;
   noop_guard* noop_;                    // the kernel's
-  const ert_packet* packet_ = nullptr;  // run_'s command (on the no-op driver only, for noop_guard::submitted)
+  const ert_packet* packet_ = nullptr;  // run_'s command (for noop_guard::submitted on the no-op driver)
   std::vector<bool> set_;               // arguments bound since the last release
   // Per argument, the serial of the buffer XRT last bound there (0: none,
   // a scalar, or a bind that failed). The command keeps its arguments
@@ -131,7 +131,9 @@ class xrt_device_impl;
 
 class xrt_kernel final : public backend::native_kernel {
  public:
-  xrt_kernel(std::shared_ptr<xrt_device_impl> dev, xrt::kernel k, kernel_info info, std::size_t pool_cap);
+  // Takes `k` only once nothing else can throw (the caller still owns it if
+  // this throws, and destroys it as ~xrt_kernel would: noop_guard.hpp).
+  xrt_kernel(std::shared_ptr<xrt_device_impl> dev, xrt::kernel&& k, kernel_info info, std::size_t pool_cap);
   ~xrt_kernel() override;
   const std::string& name() const noexcept override { return info_.name; }
   const std::vector<backend::arg_desc>& args() const noexcept override { return args_; }
@@ -142,7 +144,7 @@ class xrt_kernel final : public backend::native_kernel {
   noop_guard* noop() const noexcept { return noop_; }
 
  private:
-  backend::arg_desc describe(const arg_info& a);
+  static backend::arg_desc describe(const xrt::kernel& k, const arg_info& a);
 
   std::shared_ptr<xrt_device_impl> device_;  // keeps the device (and its program) alive
   noop_guard* noop_;                         // the device's
