@@ -4,7 +4,9 @@
 #pragma once
 
 #include <asio/async_result.hpp>
+#include <asio/cancellation_type.hpp>
 #include <asio/compose.hpp>
+#include <asio/error.hpp>
 #include <asio/post.hpp>
 #include <filesystem>
 #include <functional>
@@ -56,6 +58,12 @@ struct load_op {
   void operator()(Self& self, std::error_code ec = {}, std::size_t n = 0) {
     switch (ph) {
       case phase::initiated:
+        // Terminal and partial cancellation, as async_read_file takes
+        // them; a load stopped either way has loaded a prefix of its
+        // bytes. Recorded by the state whenever it comes: between two
+        // segments (from a progress callback, say) no read is in flight to
+        // take it, and next() looks at the state before each segment.
+        self.reset_cancellation_state(asio::enable_partial_cancellation());
         // Never complete inside the initiating call: continue on the
         // handler's executor.
         ph = phase::next_file;
@@ -96,6 +104,8 @@ struct load_op {
   template <class Self>
   void next(Self& self) {
     while (index < items.size()) {
+      if (self.get_cancellation_state().cancelled() != asio::cancellation_type::none)
+        return self.complete(make_error_code(asio::error::operation_aborted), std::size_t(done));
       if (!f) {
         try {
           f.emplace(file::open(items[index].path, file_mode::read, opts.file));
@@ -126,7 +136,10 @@ struct load_op {
 /// `token` with `void(std::error_code, std::size_t bytes)`. Each file is read
 /// in segments of chunk_size * queue_depth bytes through async_read_file
 /// (its leases, device syncs, cancellation); `options.progress` is called
-/// after each. Errors: a file larger than its buffer (errc::out_of_range,
+/// after each. Terminal and partial cancellation stop the load, whenever
+/// they come (between segments too: from a progress callback, say), with
+/// asio::error::operation_aborted and the bytes loaded so far, a prefix of
+/// the files in order. Errors: a file larger than its buffer (errc::out_of_range,
 /// checked for every file before the first byte is read), an empty buffer
 /// (invalid_size), a file that cannot be opened or sized (the system's
 /// code), and async_read_file's.
