@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -105,11 +106,19 @@ class test_hook final : public xb::detail::fault_hook {
 };
 
 // Installs a fresh hook for a case's lifetime. Hooks are never destroyed: a
-// thread of the backend may be inside one as it is removed.
+// thread of the backend may be inside one as it is removed. Each stays
+// listed in static storage, so LeakSanitizer sees it kept, not lost.
 struct hooked {
-  test_hook& hook = *new test_hook;
+  test_hook& hook = keep(new test_hook);
   hooked() { xb::detail::set_fault_hook(&hook); }
   ~hooked() { xb::detail::set_fault_hook(nullptr); }
+  static test_hook& keep(test_hook* h) {
+    static test_hook* kept[16];
+    static std::size_t count = 0;
+    REQUIRE(count < std::size(kept));
+    kept[count++] = h;
+    return *h;
+  }
 };
 
 const std::string& vadd_path() {
