@@ -184,10 +184,12 @@ struct runtime_stats {
   std::uint64_t file_pieces = 0;         ///< requests handed to the ring or the pool
   std::uint64_t file_cancels = 0;        ///< pieces the reactor asked to cancel
   std::uint64_t file_inline_reads = 0;   ///< reads done on the caller's thread, whole or to the end of the file (file_options::inline_read_limit)
-  /// Reads within inline_read_limit (and 64 KiB) not done alone at once,
-  /// because other candidate reads of the caller's context were in flight:
-  /// gathered instead (below), or sent to the ring, where their pieces share
-  /// submissions. io_uring engine only: 0 on the thread pool.
+  /// Reads within inline_read_limit not done alone at once, because other
+  /// candidate reads of the caller's context were in flight: those of up to
+  /// 64 KiB gathered instead (below), or sent to the ring in in-loop mode,
+  /// where their pieces share submissions; those of at least
+  /// file_options::worker_read_min sent to the ring, whose pieces go to the
+  /// kernel's workers. io_uring engine only: 0 on the thread pool.
   std::uint64_t file_inline_declined = 0;
   /// Declined reads done whole on a thread running their handlers' context,
   /// together: with a reactor thread, the reads a handler issues are
