@@ -174,6 +174,74 @@ TEST_CASE("chain stops at the first failure and names it") {
   CHECK(f.dev->stats().started == 2);  // the third never ran
 }
 
+TEST_CASE("chain: a partial cancellation reaches the run on the device, which is aborted and named") {
+  // async_compose passes only terminal cancellation unless told otherwise:
+  // a partial one never reached the run (found by a helper's audit). The
+  // first run holds the device until it is told to stop, or until the
+  // test's guard opens it after 10 s.
+  std::atomic<bool> open{false};
+  xrtio::sim::device_config cfg;
+  cfg.kernels.push_back(xrtio::sim::kernel_def{"held", {}, [&](xrtio::sim::kernel_call& c) {
+                                                 while (!open.load() && !c.stop_requested())
+                                                   std::this_thread::sleep_for(100us);
+                                               }});
+  fixture f(cfg);
+  std::vector<xrtio::prepared_run> chain{xrtio::prepare(f.ctx.kernel("held")), xrtio::prepare(f.ctx.kernel("noop"))};
+  asio::io_context io;
+  asio::cancellation_signal signal;
+  std::error_code ec;
+  xrtio::chain_result res;
+  bool done = false;
+  xrtio::async_run_chain(chain, asio::bind_cancellation_slot(
+                                    signal.slot(), asio::bind_executor(io, [&](std::error_code e, xrtio::chain_result r) {
+                                      ec = e;
+                                      res = r;
+                                      done = true;
+                                    })));
+  asio::steady_timer t(io, 20ms);
+  t.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::partial); });
+  std::thread guard([&] {
+    for (int i = 0; i < 1000 && !done; ++i) std::this_thread::sleep_for(10ms);
+    open = true;
+  });
+  io.run();
+  guard.join();
+  CHECK(ec == asio::error::operation_aborted);
+  CHECK(res.completed == 0);
+  CHECK(res.failed_index == 0);
+  CHECK(res.last.state == xrtio::run_state::abort);
+  CHECK(f.dev->stats().started == 1);
+}
+
+TEST_CASE("chain: a terminal cancellation that comes between two runs ends the chain before the next one starts") {
+  // With no run in flight no operation takes the cancellation: the chain
+  // must look for it itself before each run (before, every run went on).
+  // The first run's completion waits in the io_context, not yet run, when
+  // the test emits; the emitter is then the only user of io, as Asio asks.
+  fixture f;
+  auto k = f.ctx.kernel("noop");
+  std::vector<xrtio::prepared_run> chain{xrtio::prepare(k), xrtio::prepare(k), xrtio::prepare(k)};
+  asio::io_context io;
+  asio::cancellation_signal signal;
+  std::error_code ec;
+  xrtio::chain_result res;
+  xrtio::async_run_chain(chain, asio::bind_cancellation_slot(
+                                    signal.slot(), asio::bind_executor(io, [&](std::error_code e, xrtio::chain_result r) {
+                                      ec = e;
+                                      res = r;
+                                    })));
+  for (int i = 0; i < 1000 && f.rt.stats().completed < 1; ++i) std::this_thread::sleep_for(5ms);
+  REQUIRE(f.rt.stats().completed == 1);
+  std::this_thread::sleep_for(20ms);  // its completion posted to io
+  signal.emit(asio::cancellation_type::terminal);
+  io.run();
+  CHECK(ec == asio::error::operation_aborted);
+  CHECK(res.completed == 1);
+  CHECK(res.failed_index == xrtio::chain_result::npos);
+  CHECK(res.last.state == xrtio::run_state::completed);
+  CHECK(f.dev->stats().started == 1);  // the second never started
+}
+
 TEST_CASE("reactor sleeps on the device's completion event instead of polling") {
   // With the device's event fd, a 100 ms run ends the reactor's sleep by its
   // completion; between, only the 10 ms safety net ends a sleep. The bound

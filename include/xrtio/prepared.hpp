@@ -2,7 +2,9 @@
 #pragma once
 
 #include <asio/async_result.hpp>
+#include <asio/cancellation_type.hpp>
 #include <asio/compose.hpp>
+#include <asio/error.hpp>
 #include <asio/post.hpp>
 #include <atomic>
 #include <limits>
@@ -112,7 +114,13 @@ struct chain_op {
       if (!std::exchange(deferred, true)) return asio::post(std::move(self));
       return self.complete(std::error_code{}, result);
     }
-    if (next > 0) {
+    if (next == 0) {
+      // Every type reaches the run in flight, as for async_execute (a run
+      // waiting for its leases is withdrawn by any). Async_compose's
+      // default passes terminal only: a partial cancellation never reached
+      // the run on the device.
+      self.reset_cancellation_state(asio::enable_total_cancellation());
+    } else {
       result.last = r;
       if (ec) {
         result.failed_index = next - 1;
@@ -121,6 +129,14 @@ struct chain_op {
       ++result.completed;
     }
     if (next == runs.size()) return self.complete(std::error_code{}, result);
+    // A terminal or partial cancellation that came while no run was in
+    // flight (between two runs: from a handler the previous completion
+    // ran, say) is recorded by the state and ends the chain here; before,
+    // it was lost and every run went on. Total cancellation does not: runs
+    // have completed, which it promises not to leave behind.
+    if ((self.get_cancellation_state().cancelled() &
+         (asio::cancellation_type::terminal | asio::cancellation_type::partial)) != asio::cancellation_type::none)
+      return self.complete(make_error_code(asio::error::operation_aborted), result);
     auto& p = runs[next++];
     async_execute(p, p.options(), std::move(self));
   }
@@ -129,8 +145,12 @@ struct chain_op {
 
 /// Executes `runs` one after another (each starts when the previous one
 /// completed) as one operation that completes when the last does or the
-/// first fails, with `void(std::error_code, chain_result)`. Cancellation
-/// reaches the run in flight.
+/// first fails, with `void(std::error_code, chain_result)`. Cancellation of
+/// every type reaches the run in flight (as for async_execute: the run's
+/// error ends the chain, failed_index names it). A terminal or partial one
+/// that comes between two runs ends the chain before the next starts:
+/// asio::error::operation_aborted, failed_index npos, `completed` the runs
+/// done.
 template <class Token>
 auto async_run_chain(std::vector<prepared_run> runs, Token&& token) {
   return asio::async_compose<Token, void(std::error_code, chain_result)>(detail::chain_op{std::move(runs)}, token);
