@@ -9,12 +9,21 @@ namespace xrtio {
 
 class memory_reservation;
 
-/// A shared ceiling. Copies refer to the same budget. Reservations are taken
-/// with a compare-and-swap loop, so concurrent reservations never together
-/// exceed the ceiling.
+/// A shared ceiling. Copies refer to the same budget, and so does a budget
+/// moved from: a move is a copy (it has no empty state, which its noexcept
+/// readers used to dereference after a move). Reservations are taken with a
+/// compare-and-swap loop, so concurrent reservations never together exceed
+/// the ceiling.
 class memory_budget {
  public:
   explicit memory_budget(std::size_t ceiling_bytes);
+  memory_budget(const memory_budget&) noexcept = default;
+  memory_budget& operator=(const memory_budget&) noexcept = default;
+  memory_budget(memory_budget&& o) noexcept : state_(o.state_) {}
+  memory_budget& operator=(memory_budget&& o) noexcept {
+    state_ = o.state_;
+    return *this;
+  }
 
   /// Reserves `bytes` (0 is allowed and always succeeds).
   /// Throws xrtio::error(errc::budget_exceeded) naming the request, the bytes
