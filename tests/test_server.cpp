@@ -342,6 +342,10 @@ TEST_CASE("server: malformed requests 400 - oversized bodies 413 - unknown kerne
     CHECK(r.body.find("m=2 n=2 k=2 needs a body of 32 bytes (a: 16 + b: 16), got 12") != std::string::npos);
     r = c.call("POST", "/v1/matmul?m=2&n=2", std::string(12, 'x'));
     CHECK(r.status == 400);
+    // Sizes past 64 bits (before, they wrapped to 0 and an empty body ran: 500).
+    r = c.call("POST", "/v1/matmul?m=2147483648&n=2147483648&k=2147483648", "");
+    CHECK(r.status == 400);
+    CHECK(r.body.find("more than 2^64 bytes") != std::string::npos);
     r = c.call("POST", "/v1/scale?factor=abc", std::string(8, 'x'));
     CHECK(r.status == 400);
     r = c.call("POST", "/v1/fft", "abcd");

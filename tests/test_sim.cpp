@@ -165,6 +165,19 @@ TEST_CASE("sim: matmul multiplies row-major f32 matrices like a reference loop")
     }
 }
 
+TEST_CASE("sim: matmul with dimensions whose sizes overflow 64 bits ends in ERROR, reading nothing") {
+  // m * k * 4 = 2^64 wrapped to 0 and passed the buffer check: the kernel
+  // then read far past 4-byte buffers (SIGSEGV; a helper's audit).
+  auto ctx = sim::open();
+  auto a = ctx.alloc(4), b = ctx.alloc(4), c = ctx.alloc(4);
+  constexpr std::uint32_t big = 1u << 31;
+  auto r = xrtio::start(ctx.kernel("matmul"), xrtio::in(a), xrtio::in(b), xrtio::out(c), big, big, big);
+  std::error_code ec;
+  auto res = r.wait(10s, ec);
+  CHECK(res.state == run_state::error);
+  CHECK(ec == xrtio::errc::run_error);
+}
+
 TEST_CASE("sim: noop completes") {
   auto ctx = sim::open();
   auto r = xrtio::start(ctx.kernel("noop")).wait(10s);

@@ -93,9 +93,15 @@ std::variant<kernel_job, refusal> kernel_job::make(const kernel_set& kernels, xr
       dims[i] = *v;
     }
     auto [m, n, k] = dims;
-    // 64-bit products: u32 dimensions cannot overflow them.
-    std::uint64_t a_bytes = 4ull * m * k, b_bytes = 4ull * k * n;
-    if (body.size() != a_bytes + b_bytes)
+    // u32 dimensions: 4 * m * k can reach 2^66. A wrapped product (m = n =
+    // k = 2^31 made both 0) let an empty body through to a run that failed
+    // (500 instead of 400; found by a helper's audit).
+    std::uint64_t a_bytes = 0, b_bytes = 0, sum = 0;
+    if (__builtin_mul_overflow(4ull * m, std::uint64_t{k}, &a_bytes) ||
+        __builtin_mul_overflow(4ull * k, std::uint64_t{n}, &b_bytes) || __builtin_add_overflow(a_bytes, b_bytes, &sum))
+      return bad("matmul: m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                 " needs a body of more than 2^64 bytes");
+    if (body.size() != sum)
       return bad("matmul: m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                  " needs a body of " + std::to_string(a_bytes + b_bytes) + " bytes (a: " + std::to_string(a_bytes) +
                  " + b: " + std::to_string(b_bytes) + "), got " + size_text);

@@ -1,5 +1,6 @@
 // The simulated device's stock kernels: real computations on buffer memory.
 #include <algorithm>
+#include <limits>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -97,7 +98,17 @@ std::vector<kernel_def> builtin_kernels() {
                [](kernel_call& c) {
                  std::uint64_t m = c.scalar<std::uint32_t>(3), n = c.scalar<std::uint32_t>(4),
                                kk = c.scalar<std::uint32_t>(5);
-                 if (!fits(c, 0, m * kk * 4) || !fits(c, 1, kk * n * 4) || !fits(c, 2, m * n * 4)) return;
+                 // u32 dimensions: m * kk * 4 can reach 2^66 and wrap, and a
+                 // wrapped size passed the check (a read far past a 4-byte
+                 // buffer; found by a helper's audit). A size that does not
+                 // fit in 64 bits fits no buffer.
+                 auto bytes = [](std::uint64_t x, std::uint64_t y) {
+                   std::uint64_t r;
+                   return __builtin_mul_overflow(x, y, &r) || __builtin_mul_overflow(r, std::uint64_t{4}, &r)
+                              ? std::numeric_limits<std::uint64_t>::max()
+                              : r;
+                 };
+                 if (!fits(c, 0, bytes(m, kk)) || !fits(c, 1, bytes(kk, n)) || !fits(c, 2, bytes(m, n))) return;
                  auto a = c.buffer_as<float>(0), b = c.buffer_as<float>(1);
                  auto out = c.buffer_as<float>(2);
                  for (std::uint64_t i = 0; i < m; ++i)
