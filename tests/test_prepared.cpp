@@ -191,7 +191,7 @@ TEST_CASE("chain: a partial cancellation reaches the run on the device, which is
   asio::cancellation_signal signal;
   std::error_code ec;
   xrtio::chain_result res;
-  bool done = false;
+  std::atomic<bool> done{false};  // read by the guard's thread
   xrtio::async_run_chain(chain, asio::bind_cancellation_slot(
                                     signal.slot(), asio::bind_executor(io, [&](std::error_code e, xrtio::chain_result r) {
                                       ec = e;
