@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -411,4 +412,89 @@ TEST_CASE("sync run: a throwing wait() names the run_options::timeout that ran o
   auto msg = error_of([&] { h.wait(); }, errc::timed_out);
   CHECK(contains(msg, "outlived run_options::timeout (20000 us) and was aborted"));
   CHECK(!contains(msg, "9223372036854775807"));
+}
+
+namespace {
+// A backend whose runs wrap the simulator's, but whose wait_for always
+// throws (the interface allows it) and whose state() reads RUNNING for a
+// few polls after an accepted abort (a device slow to publish it).
+class throwing_wait_run final : public xrtio::backend::native_run {
+ public:
+  explicit throwing_wait_run(xrtio::backend::native_run_ptr inner) : inner_(std::move(inner)) {}
+  void set_arg(unsigned i, xrtio::backend::native_buffer& b) override { inner_->set_arg(i, b); }
+  void set_arg(unsigned i, const void* v, std::size_t n) override { inner_->set_arg(i, v, n); }
+  void start() override { inner_->start(); }
+  run_state state() noexcept override {
+    if (aborted_ && late_polls_ > 0) {
+      --late_polls_;
+      return run_state::running;
+    }
+    return inner_->state();
+  }
+  run_state wait_for(std::chrono::nanoseconds) override { throw std::runtime_error("wait_for: device unreachable"); }
+  xrtio::backend::abort_outcome abort() override {
+    aborted_ = true;
+    return inner_->abort();
+  }
+
+ private:
+  xrtio::backend::native_run_ptr inner_;
+  bool aborted_ = false;
+  int late_polls_ = 3;
+};
+
+class throwing_wait_kernel final : public xrtio::backend::native_kernel {
+ public:
+  explicit throwing_wait_kernel(std::shared_ptr<xrtio::backend::native_kernel> k) : inner_(std::move(k)) {}
+  const std::string& name() const noexcept override { return inner_->name(); }
+  const std::vector<xrtio::backend::arg_desc>& args() const noexcept override { return inner_->args(); }
+  xrtio::backend::native_run_ptr make_run() override {
+    return xrtio::backend::native_run_ptr(new throwing_wait_run(inner_->make_run()));
+  }
+
+ private:
+  std::shared_ptr<xrtio::backend::native_kernel> inner_;
+};
+
+class throwing_wait_device final : public xrtio::backend::native_device {
+ public:
+  explicit throwing_wait_device(sim::device_config cfg) : inner_(sim::make_device(std::move(cfg))) {}
+  std::string name() const override { return "throwing wait_for over " + inner_->name(); }
+  std::unique_ptr<xrtio::backend::native_buffer> alloc(std::size_t n, xrtio::backend::buffer_kind k, int g) override {
+    return inner_->alloc(n, k, g);
+  }
+  std::unique_ptr<xrtio::backend::native_buffer> import_user_memory(void* p, std::size_t n) override {
+    return inner_->import_user_memory(p, n);
+  }
+  std::unique_ptr<xrtio::backend::native_buffer> import_dmabuf(int fd, std::size_t n) override {
+    return inner_->import_dmabuf(fd, n);
+  }
+  std::shared_ptr<xrtio::backend::native_kernel> kernel(const std::string& n) override {
+    return std::make_shared<throwing_wait_kernel>(inner_->kernel(n));
+  }
+  std::vector<std::string> kernel_names() const override { return inner_->kernel_names(); }
+
+ private:
+  std::shared_ptr<sim::device> inner_;
+};
+}  // namespace
+
+TEST_CASE("sync run: a backend whose wait_for throws while an aborted run settles never ends the process") {
+  // wait(ec) and ~run_handle are noexcept; after an accepted abort they
+  // called wait_for outside any try, and a throw ended the process.
+  sim::device_config cfg;
+  cfg.faults.push_back({.kernel = "noop", .what = sim::fault::hang});
+  xrtio::context ctx(std::make_shared<throwing_wait_device>(cfg));
+  auto k = ctx.kernel("noop");
+  {
+    auto h = xrtio::start(k);
+    std::error_code ec;
+    auto r = h.wait(10ms, ec);
+    CHECK(ec == errc::timed_out);
+    CHECK(r.state == run_state::abort);
+  }
+  {
+    auto h = xrtio::start(k);  // the destructor aborts it
+  }
+  CHECK(xrtio::retained_runs() == 0);
 }

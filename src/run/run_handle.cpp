@@ -1,5 +1,7 @@
 // Synchronous runs: xrtio::start and run_handle (wait, abort on destruction,
 // retention when the device will not let go).
+#include <thread>
+
 #include "run/retained_registry.hpp"
 #include "util/saturating_deadline.hpp"
 #include "xrtio/error.hpp"
@@ -82,7 +84,17 @@ run_state abort_or_retain(detail::run_core& core, bool& retained) {
     // Give the device a bounded time to publish the final state.
     auto until = std::chrono::steady_clock::now() + abort_settle_limit;
     run_state s = r->state();
-    while (!is_final(s) && std::chrono::steady_clock::now() < until) s = r->wait_for(abort_settle_step);
+    // wait_for may throw (the backend interface allows it), and this runs
+    // in noexcept callers (wait(ec), the destructor): a throw there ended
+    // the process. Then state() alone is polled, in the same steps.
+    while (!is_final(s) && std::chrono::steady_clock::now() < until) {
+      try {
+        s = r->wait_for(abort_settle_step);
+      } catch (...) {
+        std::this_thread::sleep_for(abort_settle_step);
+        s = r->state();
+      }
+    }
     if (is_final(s)) return s;
   }
   retained = true;
