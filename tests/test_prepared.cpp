@@ -213,6 +213,52 @@ TEST_CASE("chain: a partial cancellation reaches the run on the device, which is
   CHECK(f.dev->stats().started == 1);
 }
 
+TEST_CASE("chain: a total cancellation withdraws a run of the chain waiting for its leases, as for async_execute") {
+  // A run waiting for its leases has done nothing, so any cancellation
+  // type withdraws it; async_compose's default filter kept total (and
+  // partial) cancellation from it inside a chain. The range is held by a
+  // run the test releases when it is done.
+  std::atomic<bool> open{false};
+  xrtio::sim::device_config cfg;
+  cfg.kernels.push_back(xrtio::sim::kernel_def{"held",
+                                               {{"out", xrtio::backend::arg_kind::buffer, 0, 0}},
+                                               [&](xrtio::sim::kernel_call&) {
+                                                 while (!open.load()) std::this_thread::sleep_for(100us);
+                                               }});
+  fixture f(cfg);
+  auto c = f.ctx.alloc(64);
+  asio::io_context io;
+  std::error_code held_ec{xrtio::errc::run_error};
+  xrtio::async_run(f.ctx.kernel("held"), xrtio::out(c),
+                   asio::bind_executor(io, [&](std::error_code e, xrtio::run_result) { held_ec = e; }));
+  std::vector<xrtio::prepared_run> chain{
+      xrtio::prepare(f.ctx.kernel("held"), xrtio::out(c), xrtio::run_options{.on_conflict = xrtio::conflict_policy::wait})};
+  asio::cancellation_signal signal;
+  std::error_code ec;
+  xrtio::chain_result res;
+  bool done = false;
+  xrtio::async_run_chain(chain, asio::bind_cancellation_slot(
+                                    signal.slot(), asio::bind_executor(io, [&](std::error_code e, xrtio::chain_result r) {
+                                      ec = e;
+                                      res = r;
+                                      done = true;
+                                    })));
+  asio::steady_timer t(io, 20ms);
+  t.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::total); });
+  asio::steady_timer guard(io, 10s);
+  guard.async_wait([&](std::error_code) { open = true; });  // on the old code: lets the chain's run go
+  while (!done && io.run_one()) {
+  }
+  open = true;
+  guard.cancel();
+  io.run();
+  CHECK(ec == asio::error::operation_aborted);
+  CHECK(res.completed == 0);
+  CHECK(res.failed_index == 0);
+  CHECK(!held_ec);
+  CHECK(f.dev->stats().started == 1);  // the chain's run never started
+}
+
 TEST_CASE("chain: a terminal cancellation that comes between two runs ends the chain before the next one starts") {
   // With no run in flight no operation takes the cancellation: the chain
   // must look for it itself before each run (before, every run went on).
