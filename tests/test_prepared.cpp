@@ -3,6 +3,7 @@
 
 #include <asio.hpp>
 #include <asio/experimental/as_tuple.hpp>
+#include <atomic>
 
 #include "reactor_support.hpp"
 #include "xrtio/xrtio.hpp"
@@ -23,6 +24,23 @@ std::vector<std::uint32_t> read_u32(const xrtio::buffer& b, std::size_t n) {
   std::vector<std::uint32_t> v(n);
   b.read(std::span<std::uint32_t>(v));
   return v;
+}
+
+// A chain started with a cancellation slot; its outcome is filled by its
+// handler on io (done is atomic: some tests' guard threads read it).
+struct chain_outcome {
+  std::error_code ec;
+  xrtio::chain_result res;
+  std::atomic<bool> done{false};
+};
+void start_chain(std::vector<xrtio::prepared_run>& chain, asio::cancellation_signal& signal, asio::io_context& io,
+                 chain_outcome& o) {
+  xrtio::async_run_chain(chain, asio::bind_cancellation_slot(
+                                    signal.slot(), asio::bind_executor(io, [&o](std::error_code e, xrtio::chain_result r) {
+                                      o.ec = e;
+                                      o.res = r;
+                                      o.done = true;
+                                    })));
 }
 }  // namespace
 
@@ -189,15 +207,9 @@ TEST_CASE("chain: a partial cancellation reaches the run on the device, which is
   std::vector<xrtio::prepared_run> chain{xrtio::prepare(f.ctx.kernel("held")), xrtio::prepare(f.ctx.kernel("noop"))};
   asio::io_context io;
   asio::cancellation_signal signal;
-  std::error_code ec;
-  xrtio::chain_result res;
-  std::atomic<bool> done{false};  // read by the guard's thread
-  xrtio::async_run_chain(chain, asio::bind_cancellation_slot(
-                                    signal.slot(), asio::bind_executor(io, [&](std::error_code e, xrtio::chain_result r) {
-                                      ec = e;
-                                      res = r;
-                                      done = true;
-                                    })));
+  chain_outcome o;
+  start_chain(chain, signal, io, o);
+  auto& [ec, res, done] = o;
   asio::steady_timer t(io, 20ms);
   t.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::partial); });
   std::thread guard([&] {
@@ -234,15 +246,9 @@ TEST_CASE("chain: a total cancellation withdraws a run of the chain waiting for 
   std::vector<xrtio::prepared_run> chain{
       xrtio::prepare(f.ctx.kernel("held"), xrtio::out(c), xrtio::run_options{.on_conflict = xrtio::conflict_policy::wait})};
   asio::cancellation_signal signal;
-  std::error_code ec;
-  xrtio::chain_result res;
-  bool done = false;
-  xrtio::async_run_chain(chain, asio::bind_cancellation_slot(
-                                    signal.slot(), asio::bind_executor(io, [&](std::error_code e, xrtio::chain_result r) {
-                                      ec = e;
-                                      res = r;
-                                      done = true;
-                                    })));
+  chain_outcome o;
+  start_chain(chain, signal, io, o);
+  auto& [ec, res, done] = o;
   asio::steady_timer t(io, 20ms);
   t.async_wait([&](std::error_code) { signal.emit(asio::cancellation_type::total); });
   asio::steady_timer guard(io, 10s);
@@ -269,13 +275,9 @@ TEST_CASE("chain: a terminal cancellation that comes between two runs ends the c
   std::vector<xrtio::prepared_run> chain{xrtio::prepare(k), xrtio::prepare(k), xrtio::prepare(k)};
   asio::io_context io;
   asio::cancellation_signal signal;
-  std::error_code ec;
-  xrtio::chain_result res;
-  xrtio::async_run_chain(chain, asio::bind_cancellation_slot(
-                                    signal.slot(), asio::bind_executor(io, [&](std::error_code e, xrtio::chain_result r) {
-                                      ec = e;
-                                      res = r;
-                                    })));
+  chain_outcome o;
+  start_chain(chain, signal, io, o);
+  auto& [ec, res, done] = o;
   for (int i = 0; i < 1000 && f.rt.stats().completed < 1; ++i) std::this_thread::sleep_for(5ms);
   REQUIRE(f.rt.stats().completed == 1);
   std::this_thread::sleep_for(20ms);  // its completion posted to io
