@@ -481,7 +481,8 @@ class throwing_wait_device final : public xrtio::backend::native_device {
 
 TEST_CASE("sync run: a backend whose wait_for throws while an aborted run settles never ends the process") {
   // wait(ec) and ~run_handle are noexcept; after an accepted abort they
-  // called wait_for outside any try, and a throw ended the process.
+  // called wait_for outside any try, and a throw ended the process. And
+  // wait() waits out its timeout by polling state().
   sim::device_config cfg;
   cfg.faults.push_back({.kernel = "noop", .what = sim::fault::hang});
   xrtio::context ctx(std::make_shared<throwing_wait_device>(cfg));
@@ -489,9 +490,13 @@ TEST_CASE("sync run: a backend whose wait_for throws while an aborted run settle
   {
     auto h = xrtio::start(k);
     std::error_code ec;
-    auto r = h.wait(10ms, ec);
+    auto t0 = clk::now();
+    auto r = h.wait(100ms, ec);
     CHECK(ec == errc::timed_out);
     CHECK(r.state == run_state::abort);
+    // The wait lasted its timeout, polling state() (before, the first throw
+    // ended it, and the run was aborted at once).
+    CHECK(clk::now() - t0 >= 100ms);
   }
   {
     auto h = xrtio::start(k);  // the destructor aborts it

@@ -23,6 +23,9 @@ constexpr auto abort_settle_step = std::chrono::milliseconds(10);
 // wait() blocks in slices of at most this, so a deadline is met without
 // trusting one long native wait.
 constexpr auto wait_slice = std::chrono::milliseconds(100);
+// When the backend's wait_for throws (the interface allows it), wait() looks
+// at state() this often instead, until its deadline.
+constexpr auto wait_poll_step = std::chrono::milliseconds(1);
 // A wait() timeout this long (or more, up to nanoseconds::max()) means "no
 // limit": adding it to now() would overflow.
 constexpr auto wait_forever = std::chrono::hours(24 * 365);
@@ -148,15 +151,19 @@ run_result run_handle::wait(std::chrono::nanoseconds timeout, std::error_code& e
   auto deadline = timeout >= wait_forever ? std::chrono::steady_clock::time_point::max() : start + timeout;
   deadline = std::min(deadline, d.deadline);  // run_options::timeout, counted from start()
   run_state s = r->state();
-  try {
-    while (!is_final(s)) {
-      auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) break;
-      auto left = std::min<std::chrono::nanoseconds>(deadline - now, wait_slice);
+  // A throw from wait_for used to end the wait at once: the run was then
+  // aborted long before the caller's timeout (test "sync run: a backend
+  // whose wait_for throws...").
+  while (!is_final(s)) {
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    auto left = std::min<std::chrono::nanoseconds>(deadline - now, wait_slice);
+    try {
       s = r->wait_for(left);
+    } catch (...) {
+      std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(left, wait_poll_step));
+      s = r->state();
     }
-  } catch (...) {
-    s = r->state();
   }
   if (is_final(s)) {
     d.last = d.core.result(s);
