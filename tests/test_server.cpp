@@ -502,6 +502,8 @@ TEST_CASE("server: the heap a burst of connections freed goes back to the kernel
 TEST_CASE("server --idle-trim-ms 0: the heap is never trimmed, and a bad value is refused") {
   CHECK_THROWS_WITH(server_process({"--idle-trim-ms", "-1"}), doctest::Contains("bad --idle-trim-ms -1"));
   CHECK_THROWS_WITH(server_process({"--idle-trim-ms", "soon"}), doctest::Contains("bad --idle-trim-ms soon"));
+  // Kernel sizes are u32: a body of 2^32 bytes cannot be taken.
+  CHECK_THROWS_WITH(server_process({"--max-body", "4294967296"}), doctest::Contains("bad --max-body 4294967296"));
   server_process s({"--idle-trim-ms", "0"});
   check_every_kernel(s.port());
   std::this_thread::sleep_for(300ms);

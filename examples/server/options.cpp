@@ -73,7 +73,10 @@ std::optional<options> parse_options(int argc, char** argv) {
     } else if (a == "--budget-bytes") {
       if (!number<std::size_t>(v, o.budget_bytes, 1, std::size_t{1} << 40)) return fail("bad --budget-bytes " + std::string(v));
     } else if (a == "--max-body") {
-      if (!number<std::size_t>(v, o.max_body, 1, std::size_t{1} << 32)) return fail("bad --max-body " + std::string(v));
+      // At most 2^32 - 1: the kernels take their sizes as u32 (a 4 GiB
+      // checksum body would have been n = 0; found by a helper's audit).
+      if (!number<std::size_t>(v, o.max_body, 1, (std::size_t{1} << 32) - 1))
+        return fail("bad --max-body " + std::string(v));
     } else if (a == "--trace-capacity") {
       if (!number<std::size_t>(v, o.trace_capacity, 1, std::size_t{1} << 26)) return fail("bad --trace-capacity " + std::string(v));
     } else if (a == "--trace") {
