@@ -8,13 +8,14 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace {
@@ -31,12 +32,24 @@ namespace {
 // its wait when the exit handler notifies it. Not a guarantee: a thread can
 // sleep inside the window (on a lock of a sanitizer's runtime, say); it
 // narrows a window that was hit once in many CI runs.
+// Read with open/read, not a stream: a thread that ends between the
+// directory's listing and the read makes read() fail with ESRCH, which
+// libstdc++'s filebuf turned into an exception through istreambuf_iterator,
+// out of main (std::terminate after every test had passed; seen once in a
+// CI rehearsal of the shared-library stage).
 bool thread_asleep(const char* tid) {
-  std::ifstream f(std::string("/proc/self/task/") + tid + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  auto close = stat.rfind(')');  // the state follows the command name
+  std::string path = std::string("/proc/self/task/") + tid + "/stat";
+  char buf[512];
+  ssize_t n = -1;
+  if (int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+  }
   // A thread gone since the directory was read has no stat left: asleep enough.
-  return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'S';
+  if (n <= 0) return true;
+  std::string_view stat(buf, static_cast<std::size_t>(n));
+  auto close = stat.rfind(')');  // the state follows the command name
+  return close == std::string_view::npos || close + 2 >= stat.size() || stat[close + 2] == 'S';
 }
 
 bool others_asleep(const std::string& self) {
