@@ -54,7 +54,7 @@ reactor::~reactor() {
 runtime_stats reactor::stats() const noexcept {
   auto s = counters_.snapshot();
   s.io_uring = waiter_.uses_io_uring();
-  s.file_path = static_cast<file_io_path>(file_path_.load(std::memory_order_relaxed));
+  s.file_path = static_cast<file_io_path>(file_path_.load(std::memory_order_acquire));
   s.spinning = counters_.spinning.load(std::memory_order_relaxed);
   return s;
 }

@@ -334,14 +334,23 @@ void reactor::give_piece(file_piece* p) noexcept {
   free_pieces_ = p;
 }
 
-// The loop's side of file_prepare_: the engine, and a block of pieces for
-// its first transfers. Not while shutting down (nothing more will start).
+// The loop's side of file_prepare_: a block of pieces for its first
+// transfers, then the engine. Not while shutting down (nothing more will
+// start). The engine comes last because making it publishes stats().file_path
+// (release): a caller on another thread that sees the path set then knows the
+// whole preparation is done, its allocations included. With the engine first,
+// the block's allocations could follow that store, and a measured read begun
+// on seeing it counted them (the CI failure of stop 50). A block made when the
+// engine then fails stays for a later attempt.
 void reactor::file_prepare() noexcept {
-  if (!shutting_down_ && file_engine_ready() && !free_pieces_) {
-    try {
-      give_piece(take_piece());
-    } catch (...) {
+  if (!shutting_down_) {
+    if (!free_pieces_) {
+      try {
+        give_piece(take_piece());
+      } catch (...) {
+      }
     }
+    file_engine_ready();
   }
   file_prepared_.store(true, std::memory_order_relaxed);
 }
@@ -357,7 +366,7 @@ bool reactor::file_engine_ready() noexcept {
   }
   file_path_.store(static_cast<std::uint8_t>(file_engine_->uses_io_uring() ? file_io_path::io_uring
                                                                             : file_io_path::thread_pool),
-                   std::memory_order_relaxed);
+                   std::memory_order_release);
   file_ring_made_ = file_engine_->uses_io_uring();
   return true;
 }
