@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "heap_idle_trim.hpp"  // examples/server
 #include "observing_device.hpp"
 #include "reactor_support.hpp"
 #include "xrtio/detail/completion_service.hpp"  // the registry: its table and its count of reads not registered
@@ -1438,4 +1439,32 @@ TEST_CASE("gathered reads: one gathered before registration that the loop must t
   CHECK(reg->at_once.load() == 0);
   CHECK(reg->inline_candidates.load() == 0);
   CHECK_NOTHROW(buf.sub(4096, 8192).write(std::span<const char>(bytes.data(), 4096), 0));  // its lease let go
+}
+
+TEST_CASE("server: the idle trim scheduled from a connection's exit (a destructor) never throws when its post cannot "
+          "allocate, and a later idle period still trims") {
+  // connection::serve's exit guard calls http_server::forget, which calls
+  // heap_idle_trim::idle() when the last connection leaves; a bad_alloc
+  // thrown from the post there left a destructor and ended the server.
+  asio::io_context io;
+  server::heap_idle_trim trim(io, std::chrono::milliseconds(1));
+  t_failures = 0;
+  t_fail_in = 1;
+  bool threw = false;
+  try {
+    trim.idle();
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  t_fail_in = 0;
+  CHECK(t_failures == 1);  // the post's allocation was the one made to fail
+  CHECK_FALSE(threw);
+  CHECK(trim.skipped() == 1);
+  io.run();
+  CHECK(trim.trims() == 0);
+  io.restart();
+  trim.idle();
+  io.run();
+  CHECK(trim.trims() == 1);
+  CHECK(trim.skipped() == 1);
 }

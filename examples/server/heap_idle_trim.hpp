@@ -25,13 +25,16 @@ class heap_idle_trim {
   /// connection (a scraper, a balancer's pool) keeps the memory in the heap.
   /// idle() and busy() must be serialized by the caller (the server's
   /// registry mutex): the strand then arms the timer in their order.
-  void idle();
+  /// Never throws: without memory to schedule the trim it counts a skip.
+  void idle() noexcept;
   /// A connection opened: a pending trim is called off (one whose handler
   /// is already past its check still runs: a cost, not an error).
   void busy() noexcept { generation_.fetch_add(1, std::memory_order_relaxed); }
   /// Cancels a pending trim (shutdown: the io_context need not wait for it).
   void stop();
   std::uint64_t trims() const noexcept { return trims_.load(std::memory_order_relaxed); }
+  /// Idle periods whose trim could not be scheduled (no memory).
+  std::uint64_t skipped() const noexcept { return skipped_.load(std::memory_order_relaxed); }
 
  private:
   std::chrono::milliseconds delay_;
@@ -39,6 +42,7 @@ class heap_idle_trim {
   asio::steady_timer timer_;
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<std::uint64_t> trims_{0};
+  std::atomic<std::uint64_t> skipped_{0};
   bool stopped_ = false;  // on strand_
 };
 
