@@ -227,8 +227,14 @@ TEST_CASE("in-loop: runs allocate nothing in steady state, started on the driver
       },
       rtest::rethrow);
   std::atomic<int> finished{0};
+  // The driver's count of blocks when it ran the last handler: the other
+  // thread submits its next run only once the driver has blocked since
+  // (a fixed 20 us pause was too short under TSan on a loaded host, and a
+  // run that found the driver awake counted no wake-up).
+  std::atomic<std::uint64_t> sleeps_at_handler{0};
   block_arena arena;
   std::uint64_t wakeups0 = 0;
+  int unblocked = 0;  // submissions made without the driver seen blocked (bounded wait ran out)
   std::thread other([&] {
     while (!go.load()) std::this_thread::yield();
     std::uint64_t before = 0;
@@ -239,10 +245,16 @@ TEST_CASE("in-loop: runs allocate nothing in steady state, started on the driver
       }
       xrtio::async_run(k, asio::bind_allocator(arena_allocator<void>(&arena),
                                                asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result r) {
+                                                 sleeps_at_handler.store(rt.stats().sleeps);
                                                  if (!ec && r.ok()) finished.fetch_add(1);
                                                })));
       while (finished.load() <= i) std::this_thread::yield();
-      std::this_thread::sleep_for(std::chrono::microseconds(20));  // the driver blocks meanwhile
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      while (rt.stats().sleeps <= sleeps_at_handler.load())
+        if (std::chrono::steady_clock::now() > until) {
+          ++unblocked;
+          break;
+        }
     }
     from_other = g_news.load() - before;
   });
@@ -257,7 +269,8 @@ TEST_CASE("in-loop: runs allocate nothing in steady state, started on the driver
   stopper.join();
   auto wakeups = rt.stats().wakeups - wakeups0;
   MESSAGE("in-loop: " << on_driver << " heap allocations in " << runs << " runs on the driver's thread, " << from_other
-                      << " in " << runs << " from another thread (" << wakeups << " wake-ups of the driver)");
+                      << " in " << runs << " from another thread (" << wakeups << " wake-ups of the driver, "
+                      << unblocked << " submissions without the driver seen blocked)");
   CHECK(done == warm + runs);
   CHECK(finished.load() == warm + runs);
   CHECK(on_driver == 0);
@@ -492,14 +505,25 @@ TEST_CASE("file io: an in-loop driver that blocks on ring or pool completions al
     auto buf = ctx.alloc(4096);
     constexpr int reads = 600, warm = 100;
     std::atomic<int> started{0};
+    // The driver's count of blocks just before it starts a read: the writer
+    // writes only once the driver has blocked since (a fixed 100 us pause
+    // was too short under TSan on a loaded host: data already there when
+    // the driver came to block meant no block and no wake-up to count).
+    std::atomic<std::uint64_t> sleeps_at_start{0};
     std::atomic<bool> stop{false};
+    std::atomic<int> unblocked{0};  // writes made without the driver seen blocked (bounded wait ran out)
     std::thread writer([&] {
       std::vector<char> data(4096, 'w');
       for (int i = 0; i < reads; ++i) {
         while (started.load() <= i)
           if (stop.load()) return;
           else std::this_thread::yield();
-        std::this_thread::sleep_for(std::chrono::microseconds(100));  // the driver has blocked by then
+        auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+        while (rt.stats().sleeps <= sleeps_at_start.load())
+          if (std::chrono::steady_clock::now() > until) {
+            unblocked.fetch_add(1);
+            break;
+          }
         REQUIRE(::write(fds[1], data.data(), data.size()) == ssize_t(data.size()));
       }
     });
@@ -524,6 +548,7 @@ TEST_CASE("file io: an in-loop driver that blocks on ring or pool completions al
               sleeps0 = rt.stats().sleeps;
               wakeups0 = rt.stats().wakeups;
             }
+            sleeps_at_start.store(rt.stats().sleeps);
             started.store(i + 1);
             std::size_t got = co_await xrtio::async_read_file(file, 0, buf, asio::use_awaitable);
             if (got == buf.size()) ++ok;
@@ -543,7 +568,8 @@ TEST_CASE("file io: an in-loop driver that blocks on ring or pool completions al
     auto s = rt.stats();
     MESSAGE("path " << std::string(s.file_path == xrtio::file_io_path::io_uring ? "io_uring" : "thread pool") << ", "
                     << sleeps << " blocks of the driver, " << wakeups << " wake-ups, " << allocations
-                    << " heap allocations in " << reads - warm << " reads");
+                    << " heap allocations in " << reads - warm << " reads, " << unblocked.load()
+                    << " writes without the driver seen blocked");
     CHECK(ok == reads);
     CHECK(allocations == 0);
     CHECK(sleeps >= (reads - warm) / 2);  // the driver blocked: the watch was armed, or the pool woke it
