@@ -27,9 +27,14 @@ namespace detail {
 run_handle make_sync_run(const kernel& k, std::vector<arg_slot> slots, std::size_t given, const run_options& options);
 }  // namespace detail
 
-/// A run started with xrtio::start: holds every lease and buffer until the
-/// run is final. Destroying a handle that was never waited aborts the run; a
-/// refused abort retains it (invariant 5).
+/// A run started with xrtio::start: holds every lease and buffer until wait()
+/// has seen the run final, or until the handle is destroyed. Nothing else
+/// watches a synchronous run, so one that ended on the device but was not
+/// waited for still holds its leases: a host write to its buffers is refused
+/// with range_in_use, and an asynchronous run queued behind it
+/// (conflict_policy::wait) waits until this handle's wait() or destruction.
+/// Destroying a handle that was never waited aborts the run if it is not
+/// final; a refused abort retains it (invariant 5).
 class run_handle {
  public:
   run_handle() noexcept;  // out of line: unique_ptr<impl> needs the complete impl
