@@ -131,26 +131,38 @@ TEST_CASE("inloop: with the io_context's own epoll reactor running (a socket), t
   xrtio::sim::device_config cfg;
   cfg.latency.fixed = 20ms;
   fixture f(cfg, o);
-  asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});  // starts io's epoll reactor
-  REQUIRE(asio::has_service<asio::detail::reactor>(io));
-  bool done = false;
-  xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
-                     CHECK(!ec);
-                     done = true;
-                   }));
-  auto before = f.rt.stats().sleeps;
-  auto t0 = rtest::clock::now();
-  xrtio::run(io, f.rt);  // returns when io runs out of work: the run's handler ran, the timer is cancelled
-  auto whole_ms = std::chrono::duration_cast<std::chrono::milliseconds>(rtest::clock::now() - t0).count();
-  auto sleeps = f.rt.stats().sleeps - before;
-  CHECK(done);
-  MESSAGE("driver sleeps during one 20 ms run: " << sleeps << " in " << whole_ms << " whole ms");
-  // Rounded up to 1 ms, there is at most one sleep per elapsed millisecond
-  // (plus the one cut short by the completion). Counted against the time
-  // that really passed, not the run's 20 ms: on a loaded host (load 7) a
-  // 5 us sleep and its wake-up took ~0.6 ms, and a fixed threshold of 40 failed with 34.
-  CHECK(sleeps > std::uint64_t(whole_ms) + 1);
+  // Up to five measurements, and one that shows more sleeps than elapsed
+  // milliseconds passes. A 5 us sleep and its wake-up took ~0.6 ms on a
+  // loaded host (load 7), and under TSan or with the other core busy a
+  // cycle can take a millisecond or more: one measurement then fails with
+  // no defect. Rounded up, every sleep lasts at least 1 ms however idle the
+  // host is, so every attempt fails and more attempts cannot hide it.
+  constexpr int attempts = 5;
+  bool shown = false;
+  for (int attempt = 1; attempt <= attempts && !shown; ++attempt) {
+    asio::io_context io;
+    asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});  // starts io's epoll reactor
+    REQUIRE(asio::has_service<asio::detail::reactor>(io));
+    bool done = false;
+    xrtio::async_run(f.ctx.kernel("noop"), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                       CHECK(!ec);
+                       done = true;
+                     }));
+    auto before = f.rt.stats().sleeps;
+    auto t0 = rtest::clock::now();
+    xrtio::run(io, f.rt);  // returns when io runs out of work: the run's handler ran, the timer is cancelled
+    auto whole_ms = std::chrono::duration_cast<std::chrono::milliseconds>(rtest::clock::now() - t0).count();
+    auto sleeps = f.rt.stats().sleeps - before;
+    CHECK(done);
+    MESSAGE("attempt " << attempt << ": driver sleeps during one 20 ms run: " << sleeps << " in " << whole_ms
+                       << " whole ms");
+    // Rounded up to 1 ms, there is at most one sleep per elapsed millisecond
+    // (plus the one cut short by the completion). Counted against the time
+    // that really passed, not the run's 20 ms: a fixed threshold of 40
+    // failed with 34 on a loaded host.
+    shown = sleeps > std::uint64_t(whole_ms) + 1;
+  }
+  CHECK_MESSAGE(shown, "none of " << attempts << " attempts slept more often than once per elapsed millisecond");
 }
 
 TEST_CASE("inloop: 10 000 runs from several coroutines each complete exactly once") {

@@ -4,6 +4,9 @@
 #include <asio.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 
 #include "reactor_support.hpp"
 #include "xrtio/xrtio.hpp"
@@ -19,6 +22,30 @@ struct fixture {
   explicit fixture(xrtio::sim::device_config cfg = {}) : dev(xrtio::sim::make_device(std::move(cfg))), ctx(dev) {
     ctx.bind(rt);
   }
+};
+/// A one-shot gate a kernel waits on: the run stays on the device until the
+/// test opens it, however slowly a loaded host runs the test.
+struct gate {
+  std::mutex m;
+  std::condition_variable cv;
+  bool open_ = false;
+  void open() {
+    std::lock_guard l(m);
+    open_ = true;
+    cv.notify_all();
+  }
+  void wait() {
+    std::unique_lock l(m);
+    cv.wait(l, [&] { return open_; });
+  }
+};
+/// Opens a gate when the test leaves its scope, a failed REQUIRE included.
+/// Made after the fixture, so destroyed before it: a kernel still waiting
+/// on the gate would otherwise keep its compute unit, and the device's and
+/// runtime's destructors would wait for it for good.
+struct open_at_exit {
+  gate& g;
+  ~open_at_exit() { g.open(); }
 };
 std::vector<std::uint32_t> read_u32(const xrtio::buffer& b, std::size_t n) {
   std::vector<std::uint32_t> v(n);
@@ -69,9 +96,19 @@ TEST_CASE("prepared run executes many times with arguments bound once, host acce
 }
 
 TEST_CASE("prepared run rejects a second execution while one is in flight with errc::busy") {
+  // The first execution stays on the device until the second was refused: a
+  // device latency as that window could pass before the second was
+  // submitted on a loaded host, and the second then really ran.
+  gate g;
   xrtio::sim::device_config cfg;
-  cfg.latency.fixed = 20ms;
+  for (auto& k : cfg.kernels)
+    if (k.name == "checksum")
+      k.fn = [&g, fn = std::move(k.fn)](xrtio::sim::kernel_call& c) {
+        g.wait();
+        fn(c);
+      };
   fixture f(cfg);
+  open_at_exit opener{g};
   auto out = f.ctx.alloc(8), in = f.ctx.alloc(64);
   auto p = xrtio::prepare(f.ctx.kernel("checksum"), xrtio::in(in), xrtio::out(out), std::uint32_t{64});
   asio::io_context io;
@@ -79,8 +116,13 @@ TEST_CASE("prepared run rejects a second execution while one is in flight with e
   auto first = xrtio::async_execute(p, asio::use_future);  // completes through the system executor
   CHECK(p.in_flight());
   xrtio::async_execute(p, asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) { second = ec; }));
-  io.run();
+  // The refusal is due at once; the limit only turns a second execution that
+  // reached the device (and waits at the gate) into a failure, not a hang.
+  io.run_for(30s);
+  CHECK(io.stopped());
   CHECK(second == xrtio::errc::busy);
+  g.open();
+  REQUIRE(first.wait_for(30s) == std::future_status::ready);
   CHECK(first.get().state == xrtio::run_state::completed);
   CHECK(f.dev->stats().started == 1);
 }

@@ -7,7 +7,10 @@
 #include <optional>
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <string_view>
 
 #include "introspection.hpp"
 #include "reactor_support.hpp"
@@ -27,14 +30,75 @@ auto run_vadd(xrtio::context& ctx, const rtest::vadd_set& v, xrtio::run_options 
   return xrtio::async_run(ctx.kernel("vadd"), xrtio::in(v.a), xrtio::in(v.b), xrtio::out(v.c), v.n, o,
                           std::forward<Token>(tok));
 }
+
+/// A gate the kernels of a test wait on before they compute: a run stays on
+/// the device, holding its leases, until the test opens the gate. A device
+/// latency as that window could end before the test looked (a test thread
+/// preempted for 20 ms on a loaded CI host), and the conflict it meant to
+/// show was gone. Closed again only while no kernel waits on it.
+struct gate {
+  std::mutex m;
+  std::condition_variable cv;
+  bool open_ = false;
+  void open() {
+    std::lock_guard l(m);
+    open_ = true;
+    cv.notify_all();
+  }
+  void close() {
+    std::lock_guard l(m);
+    open_ = false;
+  }
+  void wait() {
+    std::unique_lock l(m);
+    cv.wait(l, [&] { return open_; });
+  }
+};
+
+/// Opens a gate when the test leaves its scope, a failed REQUIRE included.
+/// Made after the fixture, so destroyed before it: a kernel still waiting
+/// on the gate would otherwise keep its compute unit, and the device's and
+/// runtime's destructors would wait for it for good.
+struct open_at_exit {
+  gate& g;
+  ~open_at_exit() { g.open(); }
+};
+
+/// A device whose kernel `name` (a built-in one) waits for `g` first.
+sim::device_config gated(std::string_view name, gate& g) {
+  sim::device_config cfg;
+  for (auto& k : cfg.kernels)
+    if (k.name == name)
+      k.fn = [&g, fn = std::move(k.fn)](sim::kernel_call& c) {
+        g.wait();
+        fn(c);
+      };
+  return cfg;
+}
+
+/// How long a test waits for handlers that are due at once or as soon as a
+/// gate opens: only a regression waits this long, which then fails a CHECK
+/// instead of hanging until the suite's watchdog.
+constexpr auto limit = 30s;
+
+/// Runs io's handlers until `done()`, io runs out of work, or `limit` passes;
+/// returns done().
+template <class Pred>
+bool run_until(asio::io_context& io, Pred done) {
+  auto until = rtest::clock::now() + limit;
+  while (!done() && !io.stopped() && rtest::clock::now() < until) io.run_one_for(10ms);
+  return done();
+}
 }  // namespace
 
 // ---- 7. conflicts and waiting leases ------------------------------------------------
 
 TEST_CASE("reactor: conflict_policy::fail completes a conflicting run with range_in_use") {
-  sim::device_config cfg;
-  cfg.latency.fixed = 20ms;
-  fixture f(cfg);
+  // Run 1 holds its leases on the device until the test has seen run 2
+  // refused (a gate, not a latency that can pass before run 2 is submitted).
+  gate g;
+  fixture f(gated("vadd", g));
+  open_at_exit opener{g};
   auto v = make_vadd(f.ctx);
   asio::io_context io;
   std::vector<std::pair<int, std::error_code>> got;
@@ -46,12 +110,20 @@ TEST_CASE("reactor: conflict_policy::fail completes a conflicting run with range
              CHECK(r.state == xrtio::run_state::new_);
              got.emplace_back(2, ec);
            }));
-  io.run();
+  CHECK(dev(f.ctx).stats().started == 1);  // run 2 never reached the device
+  // At once: run 1 is still on the device.
+  CHECK(run_until(io, [&] { return !got.empty(); }));
+  REQUIRE(got.size() == 1);
+  CHECK(got[0] == std::pair<int, std::error_code>(2, xrtio::errc::range_in_use));
+  g.open();
+  io.run_for(limit);
+  CHECK(io.stopped());
   REQUIRE(got.size() == 2);
-  CHECK(got[0] == std::pair<int, std::error_code>(2, xrtio::errc::range_in_use));  // at once
   CHECK(got[1] == std::pair<int, std::error_code>(1, std::error_code{}));
   CHECK(dev(f.ctx).stats().started == 1);
-  // Two readers of the same buffer do not conflict.
+  // Two readers of the same buffer do not conflict: the first is held on the
+  // device while the second takes its leases (both run, nothing fails).
+  g.close();  // no kernel waits on it: run 1 has completed
   auto o1 = f.ctx.alloc(64), o2 = f.ctx.alloc(64);
   int ok = 0;
   for (auto& o : {o1, o2})
@@ -60,15 +132,20 @@ TEST_CASE("reactor: conflict_policy::fail completes a conflicting run with range
                CHECK(!ec);
                ++ok;
              }));
+  g.open();
   io.restart();
-  io.run();
+  io.run_for(limit);
+  CHECK(io.stopped());
   CHECK(ok == 2);
+  CHECK(dev(f.ctx).stats().started == 3);
 }
 
 TEST_CASE("reactor: conflict_policy::wait runs the second writer after the first finishes") {
-  sim::device_config cfg;
-  cfg.latency.fixed = 15ms;
-  fixture f(cfg);
+  // The first writer stays on the device until the test has seen the second
+  // waiting (a gate, not a latency that can pass before it is submitted).
+  gate g;
+  fixture f(gated("vadd", g));
+  open_at_exit opener{g};
   auto v = make_vadd(f.ctx);
   asio::io_context io;
   std::vector<int> order;
@@ -86,7 +163,9 @@ TEST_CASE("reactor: conflict_policy::wait runs the second writer after the first
            }));
   CHECK(dev(f.ctx).stats().started == 1);  // the second waits
   CHECK(xtest::tracker(v.c).waiting_count() == 1);
-  io.run();
+  g.open();
+  io.run_for(limit);
+  CHECK(io.stopped());
   CHECK(order == std::vector<int>{1, 2});
   CHECK(r2.state == xrtio::run_state::completed);
   CHECK(r2.submitted >= r1.device_completed);  // started only after the first let go
@@ -97,9 +176,12 @@ TEST_CASE("reactor: conflict_policy::wait runs the second writer after the first
 }
 
 TEST_CASE("reactor: waiting leases are FIFO: a queued writer is not starved by later readers") {
-  sim::device_config cfg;
-  cfg.latency.fixed = 20ms;
-  fixture f(cfg);
+  // R1 stays on the device until all three are submitted (a gate, not a
+  // latency that can pass first: then W would not have to wait, and R2
+  // would have nothing to overtake).
+  gate g;
+  fixture f(gated("checksum", g));
+  open_at_exit opener{g};
   constexpr std::uint32_t n = 64;
   auto x = f.ctx.alloc(n * 4);
   std::vector<std::uint32_t> init(n, 1);
@@ -118,11 +200,13 @@ TEST_CASE("reactor: waiting leases are FIFO: a queued writer is not starved by l
     });
   };
   auto checksum = f.ctx.kernel("checksum");
-  xrtio::async_run(checksum, xrtio::in(x), xrtio::out(sum1), n * 4, wait, note("R1"));  // holds x for 20 ms
+  xrtio::async_run(checksum, xrtio::in(x), xrtio::out(sum1), n * 4, wait, note("R1"));  // holds x until g opens
   run_vadd(f.ctx, v, wait, note("W"));                                                 // queued behind R1
   xrtio::async_run(checksum, xrtio::in(x), xrtio::out(sum2), n * 4, wait, note("R2"));  // must not overtake W
   CHECK(dev(f.ctx).stats().started == 1);
-  io.run();
+  g.open();
+  io.run_for(limit);
+  CHECK(io.stopped());
   CHECK(order == std::vector<std::string>{"R1", "W", "R2"});
   // R1 saw the initial contents, R2 saw W's output.
   std::vector<std::uint32_t> after(n);
@@ -140,9 +224,12 @@ TEST_CASE("reactor: waiting leases are FIFO: a queued writer is not starved by l
 
 TEST_CASE("reactor: destroying an io_context with a run pending destroys the coroutine, keeps the leases until "
           "the device is final") {
-  sim::device_config cfg;
-  cfg.faults.push_back({.kernel = "vadd", .what = sim::fault::hang, .duration = 30ms});
-  fixture f(cfg);
+  // The device holds the run until the test opens the gate: a timed hang
+  // (30 ms) could end while the test thread was preempted, before it looked
+  // at the leases.
+  gate g;
+  fixture f(gated("vadd", g));
+  open_at_exit opener{g};
   auto v = make_vadd(f.ctx);
   struct probe {
     bool* flag;
@@ -161,18 +248,18 @@ TEST_CASE("reactor: destroying an io_context with a run pending destroys the cor
   io->poll();  // runs the coroutine up to its co_await: the run is on the device
   REQUIRE(dev(f.ctx).stats().started == 1);
   CHECK(!frame_destroyed);
-  auto t0 = rtest::clock::now();
   io.reset();
   CHECK(frame_destroyed);  // the handler (and its frame) destroyed, not invoked
   CHECK(!resumed);
   // The device still holds the run: its ranges stay leased.
   CHECK(rtest::host_write(v.c) == xrtio::errc::range_in_use);
   CHECK(rtest::host_write(v.a) == xrtio::errc::range_in_use);
+  CHECK(dev(f.ctx).stats().completed == 0);
+  g.open();  // the device finishes the run
   bool freed = rtest::eventually([&] { return !rtest::host_write(v.c); }, 5000ms);
   CHECK(freed);
-  CHECK(rtest::clock::now() - t0 >= 20ms);  // not before the device finished
+  CHECK(dev(f.ctx).stats().completed == 1);  // freed no earlier than the device's final state
   CHECK(!resumed);
-  CHECK(dev(f.ctx).stats().completed == 1);
   CHECK(rtest::eventually([&] { return f.rt.stats().in_flight == 0; }));
   CHECK(xtest::tracker(v.c).active_count() == 0);
   CHECK(xtest::tracker(v.a).active_count() == 0);
@@ -180,9 +267,12 @@ TEST_CASE("reactor: destroying an io_context with a run pending destroys the cor
 
 TEST_CASE("reactor: destroying an io_context with a callback run pending destroys the handler without calling "
           "it, leases held until final") {
-  sim::device_config cfg;
-  cfg.latency.fixed = 30ms;
-  fixture f(cfg);
+  // The device holds the run until the test opens the gate: a latency
+  // (30 ms) could end while the test thread was preempted, before it looked
+  // at the leases.
+  gate g;
+  fixture f(gated("vadd", g));
+  open_at_exit opener{g};
   auto v = make_vadd(f.ctx);
   auto alive = std::make_shared<int>(0);
   std::weak_ptr<int> watch = alive;
@@ -198,6 +288,7 @@ TEST_CASE("reactor: destroying an io_context with a callback run pending destroy
   CHECK(watch.expired());  // handler destroyed with the io_context
   CHECK(calls == 0);
   CHECK(rtest::host_write(v.c) == xrtio::errc::range_in_use);
+  g.open();  // the device finishes the run
   CHECK(rtest::eventually([&] { return !rtest::host_write(v.c); }, 5000ms));
   CHECK(calls == 0);
   // The run did complete (c[0] was overwritten by the host write above).

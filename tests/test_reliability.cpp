@@ -83,6 +83,15 @@ struct gate {
   }
 };
 
+/// Opens a gate when the test leaves its scope, a failed REQUIRE included.
+/// Made after the fixture, so destroyed before it: a kernel still waiting
+/// on the gate would otherwise keep its compute unit, and the device's and
+/// runtime's destructors would wait for it for good.
+struct open_at_exit {
+  gate& g;
+  ~open_at_exit() { g.open(); }
+};
+
 /// What one asynchronous run reported, written on the handler's thread.
 struct async_outcome {
   std::atomic<int> calls{0};
@@ -348,7 +357,7 @@ TEST_CASE("reliability: 10 000 runs cancelled as the device completes them, on a
 // (A run waiting behind a retained run: tests/test_soak_regressions.cpp.)
 
 TEST_CASE("reliability: a retained prepared run stays busy until reaped, then executes again") {
-  // Run 1 hangs and refuses its abort; the device then completes it by itself
+  // Run 1 hangs and ignores its abort; the device then completes it by itself
   // only when the test says so (a timed hang would race the test).
   gate g;
   std::atomic<int> executions{0};
@@ -362,21 +371,40 @@ TEST_CASE("reliability: a retained prepared run stays busy until reaped, then ex
   xrtio::runtime_options ro;
   ro.abort_grace = 20ms;  // an abort the kernel ignores is not final in time: retained
   fixture f(cfg, ro);
+  open_at_exit opener{g};
   auto out = f.ctx.alloc(64);
   auto p = xrtio::prepare(f.ctx.kernel("once_stuck"), xrtio::out(out));
+  // Each io.run_for below has handlers that are due in milliseconds (at most
+  // abort_grace after the cancellation); the limit only turns a regression
+  // into a failed CHECK instead of a hang until the suite's watchdog.
+  constexpr auto limit = 30s;
   asio::io_context io;
-  std::error_code first, second, third;
-  xrtio::async_execute(p, xrtio::run_options{.timeout = 5ms},
-                       asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) { first = ec; }));
-  io.run();
+  asio::cancellation_signal sig;
+  std::error_code first{errc::run_error}, second{errc::run_error}, third{errc::run_error};
+  xrtio::async_execute(p, asio::bind_cancellation_slot(
+                              sig.slot(), asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) {
+                                first = ec;
+                              })));
+  // The abort must find the run in its kernel. A run still queued for a
+  // compute unit (idle units sleep, and a loaded host may not wake one for a
+  // long while) is aborted at once and never retained; a timeout instead of
+  // the cancellation raced that: the run timed out, the prepared run was
+  // free, and the second execution really started the kernel, which waited
+  // on the gate for good.
+  REQUIRE(rtest::eventually([&] { return executions.load() == 1; }));
+  sig.emit(asio::cancellation_type::terminal);  // io is not running: this thread is its handlers' thread
+  io.run_for(limit);
+  CHECK(io.stopped());
   CHECK(first == errc::abort_failed);
   CHECK(p.in_flight());
   io.restart();
   xrtio::async_execute(p, asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) { second = ec; }));
-  io.run();
+  io.run_for(limit);
+  CHECK(io.stopped());
   CHECK(second == errc::busy);
   xrtio::reap_retained();  // still executing: kept
   CHECK(p.in_flight());
+  CHECK(executions.load() == 1);  // the busy execution never reached the device
   g.open();  // the device finishes the run
   CHECK(rtest::eventually([&] {
     xrtio::reap_retained();
@@ -384,7 +412,8 @@ TEST_CASE("reliability: a retained prepared run stays busy until reaped, then ex
   }));
   io.restart();
   xrtio::async_execute(p, asio::bind_executor(io, [&](std::error_code ec, xrtio::run_result) { third = ec; }));
-  io.run();
+  io.run_for(limit);
+  CHECK(io.stopped());
   CHECK(!third);
   CHECK(executions.load() == 2);
 }

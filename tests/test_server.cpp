@@ -211,13 +211,22 @@ void check_results_deadline_and_disconnect(std::vector<std::string> args, const 
   // it: that run completed before a scrape was served, and nothing was
   // left to cancel.
   args.insert(args.end(), {"--sim-latency-us", "200000"});
+  // The deadline request's 100 ms sits halfway into those 200 ms, so either
+  // way out needs a stall of 100 ms. The deadline counts from the request's
+  // arrival: an io thread held up past it before the run started answers
+  // "deadline passed before the run started" with no run (no timed-out run
+  // counted, nor in the summary), which 5 ms allowed on a loaded host. And
+  // the abort must reach the device before the run's 200 ms end it.
+  constexpr auto deadline_header = "X-Deadline-Ms: 100\r\n";
   server_process s(args);
   INFO(s.output());
   CHECK(s.output().find(mode) != std::string::npos);
   check_every_kernel(s.port());
   CHECK(metric(metrics_of(s.port()), "xrtio_runs_completed_total") == 4);
   http_client c(s.port());
-  CHECK(c.call("POST", "/v1/vadd", bytes_of(iota_u32(8, 1)), "X-Deadline-Ms: 5\r\n").status == 504);
+  auto late = c.call("POST", "/v1/vadd", bytes_of(iota_u32(8, 1)), deadline_header);
+  CHECK(late.status == 504);
+  CHECK(late.body.find("run aborted") != std::string::npos);  // not refused before the run started
   CHECK(metric(metrics_of(s.port()), "xrtio_runs_timed_out_total") == 1);
   {
     http_client gone(s.port());
@@ -301,10 +310,15 @@ TEST_CASE("server: a passed deadline gives 504 and the metrics count the aborted
   server_process s({"--sim-latency-us", "10000000"});  // 10 s: only the deadline ends these runs
   http_client c(s.port());
   auto body = bytes_of(iota_u32(8, 1));
-  auto r = c.call("POST", "/v1/vadd", body, "X-Deadline-Ms: 30\r\n");
+  // 100 ms: the deadline counts from the request's arrival, and an io
+  // thread held up past it before the run started answers 504 with no run,
+  // which the count of timed-out runs below would miss.
+  auto r = c.call("POST", "/v1/vadd", body, "X-Deadline-Ms: 100\r\n");
   CHECK(r.status == 504);
-  r = c.call("POST", "/v1/vadd?deadline_ms=30", body);  // the query parameter works too
+  CHECK(r.body.find("run aborted") != std::string::npos);
+  r = c.call("POST", "/v1/vadd?deadline_ms=100", body);  // the query parameter works too
   CHECK(r.status == 504);
+  CHECK(r.body.find("run aborted") != std::string::npos);
   auto page = metrics_of(s.port());
   CHECK(metric(page, "xrtio_runs_timed_out_total") == 2);
   CHECK(metric(page, "xrtio_runs_in_flight") == 0);
@@ -551,12 +565,19 @@ TEST_CASE("server: past the grace period a run in flight is cancelled") {
 TEST_CASE("server --trace: the timeline is valid Chrome trace JSON whose slices nest and are ordered per run") {
   if (!have("python3")) skip("python3 not found (bash tools/install-deps.sh installs it)");
   auto file = temp_file("");
-  server_process s({"--trace", file, "--sim-latency-us", "20000"});
+  // The aborted run's 100 ms deadline sits halfway into the runs' 200 ms
+  // (the margins of check_results_deadline_and_disconnect): with 5 ms
+  // against 20 ms, an io thread held up 5 ms before the run started
+  // answered 504 with no run, and a driver that took no pass between 5 and
+  // 20 ms let the run complete (200); either way the trace had no abort.
+  server_process s({"--trace", file, "--sim-latency-us", "200000"});
   {
     http_client c(s.port());
     auto body = bytes_of(iota_u32(16, 1));
     for (int i = 0; i < 5; ++i) CHECK(c.call("POST", "/v1/vadd", body).status == 200);
-    CHECK(c.call("POST", "/v1/vadd", body, "X-Deadline-Ms: 5\r\n").status == 504);  // a run with an abort
+    auto r = c.call("POST", "/v1/vadd", body, "X-Deadline-Ms: 100\r\n");  // a run with an abort
+    CHECK(r.status == 504);
+    CHECK(r.body.find("run aborted") != std::string::npos);
   }
   CHECK(s.stop() == 0);
   CHECK(s.output().find("trace: " + file) != std::string::npos);

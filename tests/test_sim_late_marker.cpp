@@ -79,11 +79,17 @@ TEST_CASE("sim: late_marker writes again after an abort, before its final state,
 }
 
 TEST_CASE("sim: long_aborts counts accepted aborts slower than long_abort_threshold, not refused or quick ones") {
+  // The threshold is wall-clock time from abort() to its return, so a quick
+  // abort counts as long if the thread that calls it stalls past the
+  // threshold; with 20 ms that was within reach of a loaded host (TSan, the
+  // other core busy). 150 ms against a 300 ms slow abort leaves 150 ms
+  // either way. The refused run hangs 300 ms for the same reason: its abort
+  // must come while it still runs, not after it ended by itself.
   sim::device_config cfg;
-  cfg.long_abort_threshold = 20ms;
-  cfg.faults.push_back({.kernel = "noop", .run_number = 1, .what = sim::fault::slow_abort, .abort_delay = 60ms});
+  cfg.long_abort_threshold = 150ms;
+  cfg.faults.push_back({.kernel = "noop", .run_number = 1, .what = sim::fault::slow_abort, .abort_delay = 300ms});
   cfg.faults.push_back({.kernel = "noop", .run_number = 2, .what = sim::fault::slow_abort, .abort_delay = 0ms});
-  cfg.faults.push_back({.kernel = "noop", .run_number = 3, .what = sim::fault::refuse_abort, .duration = 50ms});
+  cfg.faults.push_back({.kernel = "noop", .run_number = 3, .what = sim::fault::refuse_abort, .duration = 300ms});
   auto ctx = sim::open(cfg);
   auto& dev = sim::device_of(ctx);
   for (int i = 0; i < 3; ++i) {
@@ -97,7 +103,7 @@ TEST_CASE("sim: long_aborts counts accepted aborts slower than long_abort_thresh
     CHECK(dev.stats().long_aborts == 1);
   }
   CHECK(dev.stats().abort_refused == 1);
-  // The refused run finishes by itself after its 50 ms hang: reapable.
+  // The refused run finishes by itself after its 300 ms hang: reapable.
   auto until = clk::now() + 10s;
   while (xrtio::retained_runs() > 0 && clk::now() < until) {
     xrtio::reap_retained();
