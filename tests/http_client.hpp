@@ -3,6 +3,7 @@
 #pragma once
 
 #include <http_parser.h>
+#include <poll.h>
 
 #include <asio.hpp>
 #include <chrono>
@@ -96,6 +97,15 @@ class http_client {
   void close() {
     asio::error_code ec;
     socket_.close(ec);
+  }
+
+  /// True when bytes of a response are here or arrive within `wait`: a test
+  /// that expects an answer the server might never send checks this first
+  /// instead of blocking in receive() for good.
+  bool readable_within(std::chrono::milliseconds wait) {
+    if (!pending_.empty()) return true;
+    pollfd pfd{socket_.native_handle(), POLLIN, 0};
+    return ::poll(&pfd, 1, static_cast<int>(wait.count())) == 1;
   }
 
  private:

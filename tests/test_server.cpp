@@ -402,6 +402,58 @@ TEST_CASE("server: malformed requests 400 - oversized bodies 413 - unknown kerne
   CHECK(s.stop() == 0);
 }
 
+TEST_CASE("server: a target without a path, an upgrade and a head past 16 KiB in short lines are 400 and close - "
+          "Expect: 100-continue is answered before the body") {
+  server_process s({});
+  {
+    // Before: http_parser read the parser's "malformed target" return (1) as
+    // "no body", so this got 404 and its body was served as a second request.
+    http_client c(s.port());
+    c.send_raw("POST http://x HTTP/1.1\r\nContent-Length: 25\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n");
+    auto r = c.receive();
+    CHECK(r.status == 400);
+    CHECK(r.body.find("malformed request target") != std::string::npos);
+    CHECK(c.receive().closed);  // the body was never taken for a request
+  }
+  {
+    // Before: the message ended at its headers and was answered 200.
+    http_client c(s.port());
+    c.send_raw("GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
+    auto r = c.receive();
+    CHECK(r.status == 400);
+    CHECK(r.body.find("protocol upgrades are not supported") != std::string::npos);
+    CHECK((c.readable_within(std::chrono::seconds(10)) && c.receive().closed));  // no hang if it stays open
+  }
+  {
+    // 5,000 headers "ab:" make a head of 25,000 bytes with 10,000 bytes of
+    // names and values: before, only those were counted, and it was served.
+    http_client c(s.port());
+    std::string head = "GET /healthz HTTP/1.1\r\n";
+    for (int i = 0; i < 5000; ++i) head += "ab:\r\n";
+    c.send_raw(head + "\r\n");
+    auto r = c.receive();
+    CHECK(r.status == 400);
+    CHECK(r.body.find("exceed 16384 bytes") != std::string::npos);
+  }
+  {
+    // Before: no interim response, and a client waited for it (curl: 1 s).
+    http_client c(s.port());
+    c.send_raw("POST /v1/checksum HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 8\r\n\r\n");
+    REQUIRE(c.readable_within(std::chrono::seconds(10)));
+    CHECK(c.receive().status == 100);
+    c.send_raw("abcdefgh");
+    auto r = c.receive();
+    CHECK(r.status == 200);
+    CHECK(r.body == c.call("POST", "/v1/checksum", "abcdefgh").body);  // the same request without Expect
+    // Without a body to come (or in HTTP/1.0) nothing is sent ahead.
+    c.send_raw("GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n");
+    CHECK(c.receive().status == 200);
+  }
+  auto page = metrics_of(s.port());
+  CHECK(metric(page, "xrtio_runs_submitted_total") == 2);  // only the two checksums reached the device
+  CHECK(s.stop() == 0);
+}
+
 TEST_CASE("server: out of file descriptors it keeps the waiting connections and serves them once some close") {
   server_process s({}, 48);
   std::vector<std::unique_ptr<http_client>> crowd;

@@ -91,6 +91,11 @@ asio::awaitable<bool> connection::read_request() {
     switch (r.what) {
       case http_request_parser::status::need_more:
         in_begin_ = in_end_;
+        if (parser_.take_continue()) {
+          static constexpr char interim[] = "HTTP/1.1 100 Continue\r\n\r\n";
+          auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(interim, sizeof interim - 1), as_tuple);
+          if (ec) co_return false;
+        }
         continue;
       case http_request_parser::status::complete:
         co_return true;

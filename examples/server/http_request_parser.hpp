@@ -46,6 +46,14 @@ class http_request_parser {
   void reset();
   /// True once some byte of the current request was parsed.
   bool started() const noexcept { return started_; }
+  /// True once per request whose headers asked for "Expect: 100-continue"
+  /// and announced a body: the caller then sends "100 Continue" before it
+  /// reads on.
+  bool take_continue() noexcept {
+    bool due = continue_due_;
+    continue_due_ = false;
+    return due;
+  }
 
   http_request& request() noexcept { return req_; }
   const std::string& error() const noexcept { return error_; }
@@ -58,15 +66,18 @@ class http_request_parser {
   static int on_headers_complete(http_parser* p);
   static int on_body(http_parser* p, const char* at, std::size_t n);
   static int on_message_complete(http_parser* p);
-  bool charge_head(std::size_t n);
+  bool charge_head(const char* at, std::size_t n);
   void end_header();
 
   http_parser parser_{};
   http_parser_settings settings_{};
   std::size_t max_body_, max_head_;
-  std::size_t head_bytes_ = 0;
+  std::size_t head_fed_ = 0;  // bytes of this request's head in earlier feed() calls
+  const char* feed_begin_ = nullptr;  // the current feed()'s data
+  bool headers_done_ = false;
   bool started_ = false, complete_ = false, too_large_ = false;
   bool in_value_ = false;
+  bool expect_continue_ = false, continue_due_ = false;
   std::string field_, value_;
   std::string error_;
   http_request req_;
