@@ -18,6 +18,7 @@ struct http_response {
   std::string body;
   std::string retry_after;  ///< the Retry-After header, if any
   bool closed = false;      ///< the server closed the connection instead of answering
+  std::string allow;        ///< the Allow header (405)
 };
 
 class http_client {
@@ -39,7 +40,8 @@ class http_client {
   void send_raw(std::string_view bytes) { asio::write(socket_, asio::buffer(bytes.data(), bytes.size())); }
 
   /// Reads one whole response (the socket blocks; the server answers every request in bounded time).
-  http_response receive() {
+  /// `to_head`: the response to a HEAD request, which has no body whatever its Content-Length.
+  http_response receive(bool to_head = false) {
     http_response r;
     http_parser p;
     http_parser_init(&p, HTTP_RESPONSE);
@@ -47,7 +49,8 @@ class http_client {
       http_response* r;
       std::string field;
       bool done = false;
-    } st{&r, {}, false};
+      bool to_head = false;
+    } st{&r, {}, false, to_head};
     p.data = &st;
     http_parser_settings s;
     http_parser_settings_init(&s);
@@ -58,8 +61,10 @@ class http_client {
     s.on_header_value = [](http_parser* q, const char* at, size_t n) {
       auto* x = static_cast<state*>(q->data);
       if (x->field == "Retry-After") x->r->retry_after.assign(at, n);
+      if (x->field == "Allow") x->r->allow.assign(at, n);
       return 0;
     };
+    s.on_headers_complete = [](http_parser* q) { return static_cast<state*>(q->data)->to_head ? 1 : 0; };
     s.on_body = [](http_parser* q, const char* at, size_t n) {
       static_cast<state*>(q->data)->r->body.append(at, n);
       return 0;

@@ -449,6 +449,22 @@ TEST_CASE("server: a target without a path, an upgrade and a head past 16 KiB in
     c.send_raw("GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n");
     CHECK(c.receive().status == 200);
   }
+  {
+    // A 405 names the methods allowed; a response to HEAD has no body (before:
+    // 13 bytes of it, read by a client as the start of the next response).
+    http_client c(s.port());
+    c.send_raw("HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    auto r = c.receive(true);
+    CHECK(r.status == 405);
+    CHECK(r.allow == "GET");
+    CHECK(r.body.empty());
+    r = c.call("GET", "/healthz");
+    CHECK(r.status == 200);
+    CHECK(r.body == "ok\n");
+    r = c.call("GET", "/v1/vadd");
+    CHECK(r.status == 405);
+    CHECK(r.allow == "POST");
+  }
   auto page = metrics_of(s.port());
   CHECK(metric(page, "xrtio_runs_submitted_total") == 2);  // only the two checksums reached the device
   CHECK(s.stop() == 0);

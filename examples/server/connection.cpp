@@ -115,22 +115,28 @@ connection::answer connection::text(int status, std::string body) {
   return answer{status};
 }
 
+connection::answer connection::not_allowed(std::string_view allow, std::string body) {
+  auto a = text(405, std::move(body));
+  a.allow = allow;
+  return a;
+}
+
 asio::awaitable<connection::answer> connection::handle() {
   auto& req = parser_.request();
   std::string_view path = req.path;
   if (path == "/healthz") {
-    if (req.method != HTTP_GET) co_return text(405, "GET /healthz\n");
+    if (req.method != HTTP_GET) co_return not_allowed("GET", "GET /healthz\n");
     co_return text(200, "ok\n");
   }
   if (path == "/metrics") {
-    if (req.method != HTTP_GET) co_return text(405, "GET /metrics\n");
+    if (req.method != HTTP_GET) co_return not_allowed("GET", "GET /metrics\n");
     body_ = server_.metrics();
     co_return answer{200, "text/plain; version=0.0.4"};
   }
   constexpr std::string_view prefix = "/v1/";
   if (path.starts_with(prefix) && path.size() > prefix.size()) {
     auto name = path.substr(prefix.size());
-    if (req.method != HTTP_POST) co_return text(405, "POST " + std::string(path) + "\n");
+    if (req.method != HTTP_POST) co_return not_allowed("POST", "POST " + std::string(path) + "\n");
     co_return co_await run_kernel(name);
   }
   co_return text(404, "no such resource: " + std::string(path) + "\n");
@@ -169,9 +175,13 @@ asio::awaitable<bool> connection::respond(const answer& a, bool close) {
                                    .content_type = a.content_type,
                                    .content_length = body_.size(),
                                    .close = close,
-                                   .retry_after = a.retry_after});
+                                   .retry_after = a.retry_after,
+                                   .allow = a.allow});
   server_.counters().response(a.status);
-  std::array<asio::const_buffer, 2> bufs{asio::buffer(head_), asio::buffer(body_)};
+  // A response to HEAD has the head only: its body would be read as the
+  // start of the next response (curl: "Excess found").
+  bool head_only = parser_.request().method == HTTP_HEAD;
+  std::array<asio::const_buffer, 2> bufs{asio::buffer(head_), asio::buffer(body_.data(), head_only ? 0 : body_.size())};
   auto [ec, n] = co_await asio::async_write(socket_, bufs, as_tuple);
   (void)n;
   co_return !ec;

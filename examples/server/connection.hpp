@@ -40,12 +40,14 @@ class connection : public std::enable_shared_from_this<connection> {
     std::string_view content_type = "text/plain";
     bool retry_after = false;
     bool client_gone = false;  ///< no response: the client left
+    std::string_view allow;    ///< 405: the methods the resource takes
   };
   asio::awaitable<bool> read_request();
   asio::awaitable<answer> handle();
   asio::awaitable<answer> run_kernel(std::string_view name);
   asio::awaitable<bool> respond(const answer& a, bool close);
   answer text(int status, std::string body);
+  answer not_allowed(std::string_view allow, std::string body);
 
   http_server& server_;
   asio::ip::tcp::socket socket_;

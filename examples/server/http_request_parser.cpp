@@ -28,6 +28,7 @@ void http_request_parser::reset() {
   field_.clear();
   value_.clear();
   error_.clear();
+  req_.method = HTTP_GET;  // a request refused before its headers ended has none of its own
   req_.target.clear();
   req_.path = req_.query = {};
   req_.deadline_header.clear();

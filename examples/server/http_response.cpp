@@ -29,6 +29,10 @@ void format_head(std::string& out, const response_head& h) {
   out += "\r\nContent-Length: ";
   out.append(num, std::to_chars(num, num + sizeof num, h.content_length).ptr);
   if (h.retry_after) out += "\r\nRetry-After: 1";
+  if (!h.allow.empty()) {
+    out += "\r\nAllow: ";
+    out += h.allow;
+  }
   if (h.close) out += "\r\nConnection: close";
   out += "\r\n\r\n";
 }

@@ -13,6 +13,7 @@ struct response_head {
   std::size_t content_length = 0;
   bool close = false;        ///< Connection: close (the server closes after it)
   bool retry_after = false;  ///< Retry-After: 1 (503 on a full budget)
+  std::string_view allow;    ///< Allow: the methods a 405's resource takes (RFC 9110 asks for it)
 };
 
 /// Replaces `out` with the status line and headers, ending in the blank line.
