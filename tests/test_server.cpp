@@ -586,6 +586,10 @@ TEST_CASE("server --idle-trim-ms 0: the heap is never trimmed, and a bad value i
   CHECK_THROWS_WITH(server_process({"--idle-trim-ms", "soon"}), doctest::Contains("bad --idle-trim-ms soon"));
   // Kernel sizes are u32: a body of 2^32 bytes cannot be taken.
   CHECK_THROWS_WITH(server_process({"--max-body", "4294967296"}), doctest::Contains("bad --max-body 4294967296"));
+  // A trace file that cannot be written is refused before the server listens
+  // (before, it was found out at shutdown: exit 1 after the whole run).
+  CHECK_THROWS_WITH(server_process({"--trace", "/nonexistent-dir/trace.json"}),
+                    doctest::Contains("--trace: cannot write /nonexistent-dir/trace.json"));
   server_process s({"--idle-trim-ms", "0"});
   check_every_kernel(s.port());
   std::this_thread::sleep_for(300ms);

@@ -8,7 +8,9 @@
 // records the runs' timeline and writes it as Chrome trace-event JSON on exit.
 #include <malloc.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <stdexcept>
@@ -42,15 +44,25 @@ xrtio::context open_device(const server::options& o) {
   return xrtio::sim::open(std::move(cfg), budget);
 }
 
-// The run timeline, for the Perfetto UI or chrome://tracing.
-void write_trace(const xrtio::runtime& rt, const std::string& path) {
-  std::ofstream f(path);
+// The run timeline, for the Perfetto UI or chrome://tracing, into the file
+// opened at the start (open_trace).
+void write_trace(const xrtio::runtime& rt, std::ofstream& f, const std::string& path) {
   xrtio::write_chrome_trace(rt, f);
   f.close();
   if (!f) throw std::runtime_error("--trace: cannot write " + path);
   auto t = xrtio::trace_statistics(rt);
   std::printf("trace: %s (%llu events recorded, %llu dropped)\n", path.c_str(),
               static_cast<unsigned long long>(t.recorded), static_cast<unsigned long long>(t.dropped));
+}
+
+// Opened before the server listens: a path that cannot be written is refused
+// at once (exit 1), not found out at shutdown after the whole run.
+std::ofstream open_trace(const std::string& path) {
+  std::ofstream f;
+  if (path.empty()) return f;
+  f.open(path);
+  if (!f) throw std::runtime_error("--trace: cannot write " + path + ": " + std::strerror(errno));
+  return f;
 }
 
 }  // namespace
@@ -69,6 +81,7 @@ int main(int argc, char** argv) {
   if (!opts) return 2;
   ::mallopt(M_TRIM_THRESHOLD, heap_trim_threshold);
   try {
+    auto trace = open_trace(opts->trace_file);
     // The completion-to-resume histogram is opt-in (a clock read per run);
     // a server that exports /metrics wants it.
     // In-loop (one io thread, the default): no reactor thread; the io thread
@@ -89,7 +102,7 @@ int main(int argc, char** argv) {
                 opts->threads, opts->sim_latency_us, opts->xrt_noop ? ", XRT no-op device" : "");
     std::fflush(stdout);
     srv.run();
-    if (!opts->trace_file.empty()) write_trace(rt, opts->trace_file);
+    if (!opts->trace_file.empty()) write_trace(rt, trace, opts->trace_file);
     auto s = rt.stats();
     std::printf("stopped: %llu runs submitted, %llu completed, %llu timed out, %llu cancelled\n",
                 static_cast<unsigned long long>(s.submitted), static_cast<unsigned long long>(s.completed),
