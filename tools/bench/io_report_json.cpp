@@ -1,6 +1,8 @@
 // The --io JSON file: one object per cell with its medians and ratios, then
 // the test file, then the skipped cells.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "io_report.hpp"
 #include "report.hpp"
@@ -40,7 +42,7 @@ void write_cell(FILE* f, const std::vector<io_cell>& cells, const io_cell& c) {
 bool write_io_json(const std::string& path, const std::vector<io_cell>& cells, const test_file& tf) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) {
-    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    std::fprintf(stderr, "xrtio-bench: --json: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
     return false;
   }
   std::fprintf(f, "[\n");

@@ -95,6 +95,6 @@ int main(int argc, char** argv) {
   print_process_summary(idle);
 
   if (!o.json.empty() && !write_json(o.json, cells, limits, idle)) return 1;
-  if (!o.plot.empty()) plot_sweep(o.plot, cells, o, xrt);
+  if (!o.plot.empty() && !plot_sweep(o.plot, cells, o, xrt)) return 1;
   return 0;
 }

@@ -34,7 +34,9 @@ struct options {
   bool wants_xrt() const;  // any XRT contender asked for (and no --no-xrt)
 };
 
-// nullopt: an unknown option (the usage is printed; exit with 2).
+// nullopt: an unknown option or one missing its value (the usage is
+// printed), or a bad value ("xrtio-bench: OPTION: WHY (got 'TEXT')" is
+// printed); exit with 2.
 std::optional<options> parse_options(int argc, char** argv);
 
 }  // namespace bench

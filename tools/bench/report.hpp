@@ -35,7 +35,8 @@ bool write_json(const std::string& path, const std::vector<cell>& cells, const h
                 double idle_wakeups_per_s);
 
 // Throughput and resume p99 against C, one panel per latency (the XRT cells
-// in their own); needs gnuplot, else says so.
-void plot_sweep(const std::string& png, std::vector<cell> cells, const options& o, bool xrt);
+// in their own); needs gnuplot, else says so and returns true. False
+// (message on stderr) if its data, its script or the PNG was not written.
+bool plot_sweep(const std::string& png, std::vector<cell> cells, const options& o, bool xrt);
 
 }  // namespace bench

@@ -1,7 +1,9 @@
 // The --json file: one object per (contender, L, C) cell with its medians,
 // then the host limits and the idle wake-ups.
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "report.hpp"
 
@@ -48,7 +50,7 @@ bool write_json(const std::string& path, const std::vector<cell>& cells, const h
                 double idle_wakeups_per_s) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) {
-    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    std::fprintf(stderr, "xrtio-bench: --json: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
     return false;
   }
   std::fprintf(f, "[\n");

@@ -1,9 +1,11 @@
 // The --plot PNG: gnuplot data and script beside it (FILE.png.dat, .gp), two
 // rows of panels (runs/s, resume p99 against C), one column per latency.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include "contenders.hpp"
@@ -30,13 +32,35 @@ void widen(double& lo, double& hi, double v) {
 
 bool have_gnuplot() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
+// Reports a file of the plot that could not be written, as --json does;
+// always false. Called with errno from the failed call.
+bool cannot_write(const std::string& path) {
+  std::fprintf(stderr, "xrtio-bench: --plot: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+  return false;
+}
+
+// Closes f; false (reported) if a write to it or the close failed, a full
+// disk for one: gnuplot would otherwise plot what part of it was written.
+bool close_written(FILE* f, const std::string& path) {
+  bool write_failed = std::ferror(f);
+  int write_errno = errno;  // a failed write's, if one failed
+  if (std::fclose(f) != 0) return cannot_write(path);
+  if (!write_failed) return true;
+  errno = write_errno ? write_errno : EIO;
+  return cannot_write(path);
+}
+
 // Writes the data file, one block per (latency, contender) separated by two
-// blank lines; the blocks in file order, or nullopt if it cannot be written.
+// blank lines; the blocks in file order, or nullopt (reported) if it cannot
+// be written.
 std::optional<std::vector<plot_block>> write_plot_data(const std::string& dat, const std::vector<cell>& cells,
                                                        const std::vector<long>& lats,
                                                        const std::vector<std::string>& names) {
   FILE* d = std::fopen(dat.c_str(), "w");
-  if (!d) return std::nullopt;
+  if (!d) {
+    cannot_write(dat);
+    return std::nullopt;
+  }
   std::vector<plot_block> blocks;
   for (long l : lats)
     for (auto& n : names) {
@@ -58,7 +82,7 @@ std::optional<std::vector<plot_block>> write_plot_data(const std::string& dat, c
       block.has_p99 = p99;
       blocks.push_back(block);
     }
-  std::fclose(d);
+  if (!close_written(d, dat)) return std::nullopt;
   return blocks;
 }
 
@@ -98,11 +122,12 @@ void write_panel(FILE* g, int row, long l, const std::string& dat, const std::ve
   std::fprintf(g, "\n");
 }
 
+// False (reported) if the script cannot be written.
 bool write_plot_script(const std::string& gp, const std::string& png, const std::string& dat,
                        const std::vector<long>& lats, const std::vector<std::string>& names,
                        const std::vector<plot_block>& blocks, int min_c, int max_c) {
   FILE* g = std::fopen(gp.c_str(), "w");
-  if (!g) return false;
+  if (!g) return cannot_write(gp);
   int cols = int(lats.size());
   std::fprintf(g,
                "set terminal pngcairo size %d,900 font ',10'\nset output '%s'\n"
@@ -117,15 +142,18 @@ bool write_plot_script(const std::string& gp, const std::string& png, const std:
   for (int row = 0; row < 2; ++row)
     for (long l : lats) write_panel(g, row, l, dat, blocks, names);
   std::fprintf(g, "unset multiplot\n");
-  std::fclose(g);
-  return true;
+  return close_written(g, gp);
 }
 
-void write_plot(const std::string& png, const std::vector<cell>& cells, const std::vector<long>& lats,
+// False (reported on stderr) if gnuplot was there and the PNG was not
+// written: the plot asked for is missing, as an unwritable --json is. Without
+// gnuplot the plot is skipped with a message on stdout, as documented
+// (docs/PERFORMANCE.md): it is an optional tool.
+bool write_plot(const std::string& png, const std::vector<cell>& cells, const std::vector<long>& lats,
                 const std::vector<std::string>& names) {
   if (!have_gnuplot()) {
     std::printf("--plot: gnuplot not found (Debian package gnuplot-nox): %s not written\n", png.c_str());
-    return;
+    return true;
   }
   std::string dat = png + ".dat", gp = png + ".gp";
   auto blocks = write_plot_data(dat, cells, lats, names);
@@ -135,15 +163,19 @@ void write_plot(const std::string& png, const std::vector<cell>& cells, const st
       min_c = min_c == 0 ? c.c : std::min(min_c, c.c);
       max_c = std::max(max_c, c.c);
     }
-  if (!blocks || !write_plot_script(gp, png, dat, lats, names, *blocks, min_c, max_c)) return;
+  if (!blocks || !write_plot_script(gp, png, dat, lats, names, *blocks, min_c, max_c)) return false;
   std::string cmd = "gnuplot '" + gp + "'";
-  if (std::system(cmd.c_str()) == 0) std::printf("plot written: %s\n", png.c_str());
-  else std::printf("--plot: gnuplot failed (%s)\n", gp.c_str());
+  if (std::system(cmd.c_str()) != 0) {
+    std::fprintf(stderr, "xrtio-bench: --plot: gnuplot failed on %s: %s not written\n", gp.c_str(), png.c_str());
+    return false;
+  }
+  std::printf("plot written: %s\n", png.c_str());
+  return true;
 }
 
 }  // namespace
 
-void plot_sweep(const std::string& png, std::vector<cell> cells, const options& o, bool xrt) {
+bool plot_sweep(const std::string& png, std::vector<cell> cells, const options& o, bool xrt) {
   std::vector<long> plot_lats = o.lats;
   std::vector<std::string> names;
   for (auto& n : o.contenders)
@@ -157,7 +189,7 @@ void plot_sweep(const std::string& png, std::vector<cell> cells, const options& 
     for (auto& c : cells)
       if (is_xrt_contender(c.contender)) c.latency_us = -1 - c.latency_us;
   }
-  write_plot(png, cells, plot_lats, names);
+  return write_plot(png, cells, plot_lats, names);
 }
 
 }  // namespace bench
