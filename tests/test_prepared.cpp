@@ -8,6 +8,7 @@
 #include <future>
 #include <mutex>
 
+#include "kernel_gate.hpp"
 #include "reactor_support.hpp"
 #include "xrtio/xrtio.hpp"
 
@@ -23,30 +24,9 @@ struct fixture {
     ctx.bind(rt);
   }
 };
-/// A one-shot gate a kernel waits on: the run stays on the device until the
-/// test opens it, however slowly a loaded host runs the test.
-struct gate {
-  std::mutex m;
-  std::condition_variable cv;
-  bool open_ = false;
-  void open() {
-    std::lock_guard l(m);
-    open_ = true;
-    cv.notify_all();
-  }
-  void wait() {
-    std::unique_lock l(m);
-    cv.wait(l, [&] { return open_; });
-  }
-};
-/// Opens a gate when the test leaves its scope, a failed REQUIRE included.
-/// Made after the fixture, so destroyed before it: a kernel still waiting
-/// on the gate would otherwise keep its compute unit, and the device's and
-/// runtime's destructors would wait for it for good.
-struct open_at_exit {
-  gate& g;
-  ~open_at_exit() { g.open(); }
-};
+using gate = rtest::kernel_gate;
+using rtest::open_at_exit;
+
 std::vector<std::uint32_t> read_u32(const xrtio::buffer& b, std::size_t n) {
   std::vector<std::uint32_t> v(n);
   b.read(std::span<std::uint32_t>(v));

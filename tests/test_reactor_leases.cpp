@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "introspection.hpp"
+#include "kernel_gate.hpp"
 #include "reactor_support.hpp"
 #include "xrtio/xrtio.hpp"
 
@@ -31,38 +32,8 @@ auto run_vadd(xrtio::context& ctx, const rtest::vadd_set& v, xrtio::run_options 
                           std::forward<Token>(tok));
 }
 
-/// A gate the kernels of a test wait on before they compute: a run stays on
-/// the device, holding its leases, until the test opens the gate. A device
-/// latency as that window could end before the test looked (a test thread
-/// preempted for 20 ms on a loaded CI host), and the conflict it meant to
-/// show was gone. Closed again only while no kernel waits on it.
-struct gate {
-  std::mutex m;
-  std::condition_variable cv;
-  bool open_ = false;
-  void open() {
-    std::lock_guard l(m);
-    open_ = true;
-    cv.notify_all();
-  }
-  void close() {
-    std::lock_guard l(m);
-    open_ = false;
-  }
-  void wait() {
-    std::unique_lock l(m);
-    cv.wait(l, [&] { return open_; });
-  }
-};
-
-/// Opens a gate when the test leaves its scope, a failed REQUIRE included.
-/// Made after the fixture, so destroyed before it: a kernel still waiting
-/// on the gate would otherwise keep its compute unit, and the device's and
-/// runtime's destructors would wait for it for good.
-struct open_at_exit {
-  gate& g;
-  ~open_at_exit() { g.open(); }
-};
+using gate = rtest::kernel_gate;
+using rtest::open_at_exit;
 
 /// A device whose kernel `name` (a built-in one) waits for `g` first.
 sim::device_config gated(std::string_view name, gate& g) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "introspection.hpp"
+#include "kernel_gate.hpp"
 #include "reactor_support.hpp"
 #include "xrtio/xrtio.hpp"
 
@@ -67,30 +68,8 @@ struct threaded_io {
   }
 };
 
-/// A one-shot gate a kernel waits on.
-struct gate {
-  std::mutex m;
-  std::condition_variable cv;
-  bool open_ = false;
-  void open() {
-    std::lock_guard l(m);
-    open_ = true;
-    cv.notify_all();
-  }
-  void wait() {
-    std::unique_lock l(m);
-    cv.wait(l, [&] { return open_; });
-  }
-};
-
-/// Opens a gate when the test leaves its scope, a failed REQUIRE included.
-/// Made after the fixture, so destroyed before it: a kernel still waiting
-/// on the gate would otherwise keep its compute unit, and the device's and
-/// runtime's destructors would wait for it for good.
-struct open_at_exit {
-  gate& g;
-  ~open_at_exit() { g.open(); }
-};
+using gate = rtest::kernel_gate;
+using rtest::open_at_exit;
 
 /// What one asynchronous run reported, written on the handler's thread.
 struct async_outcome {
