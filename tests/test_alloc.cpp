@@ -250,11 +250,13 @@ TEST_CASE("in-loop: runs allocate nothing in steady state, started on the driver
                                                })));
       while (finished.load() <= i) std::this_thread::yield();
       auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-      while (rt.stats().sleeps <= sleeps_at_handler.load())
+      while (rt.stats().sleeps <= sleeps_at_handler.load()) {
         if (std::chrono::steady_clock::now() > until) {
           ++unblocked;
           break;
         }
+        std::this_thread::yield();  // the driver may need this core to get to its block
+      }
     }
     from_other = g_news.load() - before;
   });
@@ -519,11 +521,13 @@ TEST_CASE("file io: an in-loop driver that blocks on ring or pool completions al
           if (stop.load()) return;
           else std::this_thread::yield();
         auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-        while (rt.stats().sleeps <= sleeps_at_start.load())
+        while (rt.stats().sleeps <= sleeps_at_start.load()) {
           if (std::chrono::steady_clock::now() > until) {
             unblocked.fetch_add(1);
             break;
           }
+          std::this_thread::yield();  // the driver may need this core to get to its block
+        }
         REQUIRE(::write(fds[1], data.data(), data.size()) == ssize_t(data.size()));
       }
     });
@@ -820,10 +824,15 @@ TEST_CASE("file io: an allocation failing while the loop prepares its engine for
       CHECK(got == 4096);
       CHECK(std::memcmp(buf.map().data(), bytes.data() + 8192, 4096) == 0);
       auto s = rt.stats();
-      CHECK(s.file_path != xrtio::file_io_path::none);
+      // The loop made the engine for the read the page cache did not hold.
+      // A page that stayed cached (a host busy writing back others' pages
+      // ignored the eviction) was read at once and asked for nothing: then
+      // there is no engine to check, only the read's bytes above.
+      bool by_loop = s.file_pieces != after_prepare.file_pieces;
+      if (by_loop) CHECK(s.file_path != xrtio::file_io_path::none);
       if (!consumed) break;  // the preparation took fewer than n allocations
       ++failed_in_prepare;
-      if (s.file_pieces == after_prepare.file_pieces)
+      if (!by_loop)
         MESSAGE("XRTIO-SKIP: the page stayed cached: the read was done at once, not by the loop (allocation " << n
                                                                                                               << ")");
     }
@@ -1467,30 +1476,36 @@ TEST_CASE("gathered reads: one gathered before registration that the loop must t
   CHECK_NOTHROW(buf.sub(4096, 8192).write(std::span<const char>(bytes.data(), 4096), 0));  // its lease let go
 }
 
-TEST_CASE("server: the idle trim scheduled from a connection's exit (a destructor) never throws when its post cannot "
+TEST_CASE("server: the idle trim scheduled from a connection's exit (a destructor) never throws when it cannot "
           "allocate, and a later idle period still trims") {
   // connection::serve's exit guard calls http_server::forget, which calls
   // heap_idle_trim::idle() when the last connection leaves; a bad_alloc
-  // thrown from the post there left a destructor and ended the server.
-  asio::io_context io;
-  server::heap_idle_trim trim(io, std::chrono::milliseconds(1));
-  t_failures = 0;
-  t_fail_in = 1;
-  bool threw = false;
-  try {
+  // thrown from it left a destructor and ended the server. Each of its first
+  // allocations is made to fail in turn: with a strand, the second (the
+  // strand's invoker) left the strand locked, and no idle period trimmed
+  // again (a reviewer's finding).
+  for (int n = 1; n <= 3; ++n) {
+    CAPTURE(n);
+    asio::io_context io;
+    server::heap_idle_trim trim(io, std::chrono::milliseconds(1));
+    t_failures = 0;
+    t_fail_in = n;
+    bool threw = false;
+    try {
+      trim.idle();
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    int failed = t_failures;
+    t_fail_in = 0;
+    CHECK_FALSE(threw);
+    CHECK(trim.skipped() == std::uint64_t(failed));  // a failure is counted, never lost
+    io.run();
+    io.restart();
+    auto before = trim.trims();
     trim.idle();
-  } catch (const std::bad_alloc&) {
-    threw = true;
+    io.run();
+    CHECK(trim.trims() == before + 1);  // the next idle period trims
+    if (failed == 0) break;  // idle() made fewer than n allocations: all were tried
   }
-  t_fail_in = 0;
-  CHECK(t_failures == 1);  // the post's allocation was the one made to fail
-  CHECK_FALSE(threw);
-  CHECK(trim.skipped() == 1);
-  io.run();
-  CHECK(trim.trims() == 0);
-  io.restart();
-  trim.idle();
-  io.run();
-  CHECK(trim.trims() == 1);
-  CHECK(trim.skipped() == 1);
 }

@@ -148,6 +148,7 @@ TEST_CASE("reliability: while a cancelled run's kernel holds off the abort, host
                                           c.buffer_as<std::uint32_t>(0)[0] = 0xfeed;  // the device still writes
                                         }});
   fixture f(cfg);
+  open_at_exit opener{g};  // a failed REQUIRE must not leave the kernel waiting on the gate
   auto out = f.ctx.alloc(64);
   threaded_io t;
   async_outcome o;
@@ -626,6 +627,7 @@ TEST_CASE("reliability: destroying a user-defined executor with a run pending de
   cfg.kernels.push_back(sim::kernel_def{"held", {{"out", xrtio::backend::arg_kind::buffer, 0, 0}},
                                         [&](sim::kernel_call&) { g.wait(); }});
   fixture f(cfg);
+  open_at_exit opener{g};  // a failed REQUIRE must not leave the kernel waiting on the gate
   auto out = f.ctx.alloc(64);
   auto alive = std::make_shared<int>(0);
   std::weak_ptr<int> watch = alive;

@@ -402,8 +402,8 @@ TEST_CASE("server: malformed requests 400 - oversized bodies 413 - unknown kerne
   CHECK(s.stop() == 0);
 }
 
-TEST_CASE("server: a target without a path, an upgrade and a head past 16 KiB in short lines are 400 and close - "
-          "Expect: 100-continue is answered before the body") {
+TEST_CASE("server: a target without a path and a head past 16 KiB in short lines are 400 and close - an upgrade "
+          "is answered over HTTP/1.1 - Expect: 100-continue is answered before the body") {
   server_process s({});
   {
     // Before: http_parser read the parser's "malformed target" return (1) as
@@ -416,13 +416,14 @@ TEST_CASE("server: a target without a path, an upgrade and a head past 16 KiB in
     CHECK(c.receive().closed);  // the body was never taken for a request
   }
   {
-    // Before: the message ended at its headers and was answered 200.
+    // An Upgrade header is ignored: answered over HTTP/1.1 (an h2c client's
+    // fallback), and the connection serves the next request.
     http_client c(s.port());
-    c.send_raw("GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
+    c.send_raw("GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+               "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n");
     auto r = c.receive();
-    CHECK(r.status == 400);
-    CHECK(r.body.find("protocol upgrades are not supported") != std::string::npos);
-    CHECK((c.readable_within(std::chrono::seconds(10)) && c.receive().closed));  // no hang if it stays open
+    CHECK(r.status == 200);
+    CHECK(c.call("GET", "/healthz").status == 200);
   }
   {
     // 5,000 headers "ab:" make a head of 25,000 bytes with 10,000 bytes of
@@ -438,7 +439,7 @@ TEST_CASE("server: a target without a path, an upgrade and a head past 16 KiB in
   {
     // Before: no interim response, and a client waited for it (curl: 1 s).
     http_client c(s.port());
-    c.send_raw("POST /v1/checksum HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 8\r\n\r\n");
+    c.send_raw("POST /v1/checksum HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue \r\nContent-Length: 8\r\n\r\n");
     REQUIRE(c.readable_within(std::chrono::seconds(10)));
     CHECK(c.receive().status == 100);
     c.send_raw("abcdefgh");
@@ -447,6 +448,20 @@ TEST_CASE("server: a target without a path, an upgrade and a head past 16 KiB in
     CHECK(r.body == c.call("POST", "/v1/checksum", "abcdefgh").body);  // the same request without Expect
     // Without a body to come (or in HTTP/1.0) nothing is sent ahead.
     c.send_raw("GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n");
+    CHECK(c.receive().status == 200);
+  }
+  {
+    // A chunked body's trailer is no part of the head: with the head split
+    // over two reads, a trailer near the end of a later full read (16 KiB)
+    // was measured from the wrong start and refused as a head over 16 KiB.
+    http_client c(s.port());
+    c.send_raw("POST /v1/checksum HTTP/1.1\r\nHost: x\r\n");
+    std::this_thread::sleep_for(100ms);  // the server reads this part alone
+    std::string head_end = "Transfer-Encoding: chunked\r\n\r\n", trailer = "\r\n0\r\nX-T: t\r\n\r\n";
+    std::size_t data = 16384 - head_end.size() - 6 - trailer.size();  // the rest fills one read exactly
+    char size_line[16];
+    std::snprintf(size_line, sizeof size_line, "%04zx\r\n", data);
+    c.send_raw(head_end + size_line + std::string(data, 'z') + trailer);
     CHECK(c.receive().status == 200);
   }
   {
@@ -466,7 +481,7 @@ TEST_CASE("server: a target without a path, an upgrade and a head past 16 KiB in
     CHECK(r.allow == "POST");
   }
   auto page = metrics_of(s.port());
-  CHECK(metric(page, "xrtio_runs_submitted_total") == 2);  // only the two checksums reached the device
+  CHECK(metric(page, "xrtio_runs_submitted_total") == 3);  // only the three checksums reached the device
   CHECK(s.stop() == 0);
 }
 

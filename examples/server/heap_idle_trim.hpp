@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 
 namespace server {
 
@@ -24,26 +25,26 @@ class heap_idle_trim {
   /// before. "Idle" is no connection, not no request: one idle keep-alive
   /// connection (a scraper, a balancer's pool) keeps the memory in the heap.
   /// idle() and busy() must be serialized by the caller (the server's
-  /// registry mutex): the strand then arms the timer in their order.
+  /// registry mutex), so that the timer is armed in their order.
   /// Never throws: without memory to schedule the trim it counts a skip.
   void idle() noexcept;
   /// A connection opened: a pending trim is called off (one whose handler
   /// is already past its check still runs: a cost, not an error).
   void busy() noexcept { generation_.fetch_add(1, std::memory_order_relaxed); }
   /// Cancels a pending trim (shutdown: the io_context need not wait for it).
-  void stop();
+  void stop() noexcept;
   std::uint64_t trims() const noexcept { return trims_.load(std::memory_order_relaxed); }
   /// Idle periods whose trim could not be scheduled (no memory).
   std::uint64_t skipped() const noexcept { return skipped_.load(std::memory_order_relaxed); }
 
  private:
   std::chrono::milliseconds delay_;
-  asio::strand<asio::io_context::executor_type> strand_;  // the timer's operations, from any io thread
+  std::mutex mutex_;  // the timer's operations come from any io thread
   asio::steady_timer timer_;
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<std::uint64_t> trims_{0};
   std::atomic<std::uint64_t> skipped_{0};
-  bool stopped_ = false;  // on strand_
+  bool stopped_ = false;  // under mutex_
 };
 
 }  // namespace server

@@ -43,13 +43,10 @@ http_request_parser::result http_request_parser::feed(const char* data, std::siz
   if (n > 0) started_ = true;
   auto err = HTTP_PARSER_ERRNO(&parser_);
   if (too_large_) return {status::too_large, used};
-  // Before "complete": http_parser ends an upgrade request's message at its
-  // headers (what follows is the other protocol's), so checked after it,
-  // an Upgrade: websocket GET was answered 200.
-  if (parser_.upgrade) {
-    error_ = "protocol upgrades are not supported";
-    return {status::bad_request, used};
-  }
+  // An Upgrade header is ignored (RFC 9110, 7.8): the message is complete at
+  // its end and answered over HTTP/1.1, which is the fallback an h2c client
+  // (curl --http2 over http) expects. CONNECT never gets here: its target has
+  // no path, refused in on_headers_complete.
   if (complete_) return {status::complete, used};  // paused at the message's end (HPE_PAUSED)
   if (err != HPE_OK) {
     if (error_.empty()) error_ = std::string(http_errno_name(err)) + ": " + http_errno_description(err);
@@ -66,6 +63,10 @@ http_request_parser::result http_request_parser::feed(const char* data, std::siz
 // The blank line that ends the head adds at most 4 bytes after the last
 // piece.
 bool http_request_parser::charge_head(const char* at, std::size_t n) {
+  // A chunked body's trailers come through the same callbacks, after the
+  // head; head_fed_ no longer counts then, and http_parser's own limit on
+  // header bytes (80 KiB) bounds them.
+  if (headers_done_) return true;
   std::size_t head = head_fed_ + static_cast<std::size_t>(at + n - feed_begin_);
   if (head <= max_head_) return true;
   error_ = "request line and headers exceed " + std::to_string(max_head_) + " bytes";
@@ -104,8 +105,11 @@ int http_request_parser::on_header_value(http_parser* p, const char* at, std::si
 
 void http_request_parser::end_header() {
   if (::strcasecmp(field_.c_str(), "X-Deadline-Ms") == 0) req_.deadline_header = value_;
-  if (::strcasecmp(field_.c_str(), "Expect") == 0 && ::strcasecmp(value_.c_str(), "100-continue") == 0)
-    expect_continue_ = true;
+  if (::strcasecmp(field_.c_str(), "Expect") == 0) {
+    std::string_view v(value_);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);  // http_parser keeps trailing blanks
+    if (v.size() == 12 && ::strncasecmp(v.data(), "100-continue", 12) == 0) expect_continue_ = true;
+  }
   field_.clear();
   value_.clear();
   in_value_ = false;
@@ -141,7 +145,7 @@ int http_request_parser::on_headers_complete(http_parser* p) {
   // bodies over 1 MiB) otherwise waits a second for an answer that never
   // comes. HTTP/1.0 has no interim responses.
   bool body_follows = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENTLENGTH) && p->content_length > 0);
-  self->continue_due_ = self->expect_continue_ && body_follows && (p->http_major > 1 || p->http_minor >= 1);
+  self->continue_due_ = self->expect_continue_ && body_follows && (p->http_major > 1 || (p->http_major == 1 && p->http_minor >= 1));
   return 0;
 }
 
